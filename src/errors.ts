@@ -1,0 +1,74 @@
+/**
+ * One error base for the engine, with a closed list of codes.
+ *
+ * Each code belongs to one recovery class (see `recoveryOf`), so the loop decides what to do
+ * with a failure in one place: stop (fatal), give partitions up (fenced), restore state
+ * (corrupted), back off (retryable) or isolate the row (poison).
+ */
+export const ErrorCodes = {
+  /** The topology, a step or an expression is invalid. Found before anything is consumed. */
+  INVALID_TOPOLOGY: "INVALID_TOPOLOGY",
+  /** A STREAM_* setting or a host file is invalid. */
+  INVALID_SETTINGS: "INVALID_SETTINGS",
+  /** The host (TOML file, HTTP platform) could not answer. */
+  HOST_UNAVAILABLE: "HOST_UNAVAILABLE",
+  /** A Kafka operation failed in a way a retry may fix. */
+  KAFKA_RETRYABLE: "KAFKA_RETRYABLE",
+  /** The producer was fenced or this member left the group: give the partitions up. */
+  KAFKA_FENCED: "KAFKA_FENCED",
+  /** A Kafka operation failed for good. */
+  KAFKA_FATAL: "KAFKA_FATAL",
+  /** Restored state could not be decoded. */
+  STATE_CORRUPTED: "STATE_CORRUPTED",
+  /** One row could not be processed: isolate it, count it, dead-letter it. */
+  POISON_ROW: "POISON_ROW",
+  /** An expression failed at run time on one row (type error, division by zero, function). */
+  EXPRESSION_EVAL: "EXPRESSION_EVAL",
+  /** An expression failed to compile (syntax, unknown function, arity). */
+  EXPRESSION_COMPILE: "EXPRESSION_COMPILE",
+} as const;
+
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+export type Recovery = "fatal" | "fenced" | "corrupted" | "retryable" | "poison";
+
+/** Where an error happened: whatever of these the reader needs to find it. */
+export interface ErrorContext {
+  stage?: number;
+  step?: number;
+  field?: string;
+  topic?: string;
+  partition?: number;
+  offset?: string;
+  [key: string]: unknown;
+}
+
+export class FvError extends Error {
+  readonly code: ErrorCode;
+  readonly context: ErrorContext;
+
+  constructor(code: ErrorCode, message: string, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "FvError";
+    this.code = code;
+    this.context = options.context ?? {};
+  }
+}
+
+const recoveryByCode: Record<ErrorCode, Recovery> = {
+  INVALID_TOPOLOGY: "fatal",
+  INVALID_SETTINGS: "fatal",
+  HOST_UNAVAILABLE: "retryable",
+  KAFKA_RETRYABLE: "retryable",
+  KAFKA_FENCED: "fenced",
+  KAFKA_FATAL: "fatal",
+  STATE_CORRUPTED: "corrupted",
+  POISON_ROW: "poison",
+  EXPRESSION_EVAL: "poison",
+  EXPRESSION_COMPILE: "fatal",
+};
+
+/** The one place that sorts a failure by the recovery it needs. Unknown errors are fatal. */
+export function recoveryOf(error: unknown): Recovery {
+  return error instanceof FvError ? recoveryByCode[error.code] : "fatal";
+}
