@@ -1,0 +1,248 @@
+// Small helper for scripts/kafka.sh, using only the Kafka client classes that the
+// broker jars in <repo>/.kafka/libs already contain. Compiled once by kafka.sh
+// into <repo>/.kafka/tools (or run directly: java -cp '.kafka/libs/*' KafkaCheck.java ...).
+//
+//   KafkaCheck ready    <bootstrap> <timeoutMs>   wait until the broker really answers
+//                                                  (describeCluster + listTopics), exit 0;
+//                                                  exit 1 with the last error on timeout
+//   KafkaCheck selftest <bootstrap>               create a topic, produce/consume, run a
+//                                                  committed and an aborted transaction and a
+//                                                  consume-transform-produce (exactly-once)
+//                                                  step, check what read_committed sees,
+//                                                  delete the topics; exit 0 if all is well
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public class KafkaCheck {
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: KafkaCheck ready <bootstrap> <timeoutMs> | selftest <bootstrap>");
+            System.exit(2);
+        }
+        switch (args[0]) {
+            case "ready":
+                System.exit(ready(args[1], args.length > 2 ? Long.parseLong(args[2]) : 90_000L));
+                break;
+            case "selftest":
+                System.exit(selftest(args[1]));
+                break;
+            default:
+                System.err.println("unknown mode " + args[0]);
+                System.exit(2);
+        }
+    }
+
+    static Properties adminProps(String bootstrap, int requestTimeoutMs) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.CLIENT_ID_CONFIG, "fv-kafka-check");
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, requestTimeoutMs);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, requestTimeoutMs);
+        p.put(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG, 200);
+        p.put(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, 1000);
+        p.put(AdminClientConfig.RETRY_BACKOFF_MS_CONFIG, 200);
+        return p;
+    }
+
+    /** Poll until describeCluster returns a broker and a controller and listTopics works. */
+    static int ready(String bootstrap, long timeoutMs) {
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        String last = "no attempt made";
+        try (Admin admin = Admin.create(adminProps(bootstrap, 3000))) {
+            while (System.nanoTime() < deadline) {
+                try {
+                    var dc = admin.describeCluster(new DescribeClusterOptions().timeoutMs(3000));
+                    Collection<Node> nodes = dc.nodes().get(4, TimeUnit.SECONDS);
+                    Node controller = dc.controller().get(4, TimeUnit.SECONDS);
+                    String clusterId = dc.clusterId().get(4, TimeUnit.SECONDS);
+                    if (!nodes.isEmpty() && controller != null && !controller.isEmpty()) {
+                        Set<String> topics = admin.listTopics(new ListTopicsOptions().timeoutMs(3000).listInternal(true))
+                                .names().get(4, TimeUnit.SECONDS);
+                        System.out.println("broker ready: cluster " + clusterId + ", nodes " + nodes
+                                + ", " + topics.size() + " topic(s)");
+                        return 0;
+                    }
+                    last = "cluster has no broker/controller yet: nodes=" + nodes + " controller=" + controller;
+                } catch (Exception e) {
+                    Throwable c = e.getCause() != null ? e.getCause() : e;
+                    last = c.getClass().getSimpleName() + ": " + c.getMessage();
+                }
+                sleep(500);
+            }
+        }
+        System.err.println("broker did not answer at " + bootstrap + " within " + timeoutMs + " ms; last error: " + last);
+        return 1;
+    }
+
+    static int selftest(String bootstrap) throws Exception {
+        String suffix = Long.toString(System.currentTimeMillis(), 36);
+        String in = "fv-selftest-in-" + suffix;
+        String out = "fv-selftest-out-" + suffix;
+        String compacted = "fv-selftest-compacted-" + suffix;
+        long t0 = System.nanoTime();
+        try (Admin admin = Admin.create(adminProps(bootstrap, 30_000))) {
+            admin.createTopics(List.of(
+                    new NewTopic(in, 1, (short) 1),
+                    new NewTopic(out, 1, (short) 1),
+                    new NewTopic(compacted, 1, (short) 1).configs(Map.of("cleanup.policy", "compact"))
+            )).all().get(30, TimeUnit.SECONDS);
+            step(t0, "created topics " + in + ", " + out + ", " + compacted + " (compacted)");
+
+            // 1. plain idempotent producer -> consumer
+            try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(bootstrap, null))) {
+                p.send(new ProducerRecord<>(in, "k1", "hello")).get(30, TimeUnit.SECONDS);
+                p.send(new ProducerRecord<>(in, "k2", "world")).get(30, TimeUnit.SECONDS);
+                p.send(new ProducerRecord<>(compacted, "k", "v1")).get(30, TimeUnit.SECONDS);
+                p.send(new ProducerRecord<>(compacted, "k", "v2")).get(30, TimeUnit.SECONDS);
+            }
+            step(t0, "produced 2 records to " + in + " and 2 to " + compacted);
+            List<String> got = readAll(bootstrap, in, 2, "read_uncommitted");
+            expect(got.equals(List.of("k1=hello", "k2=world")), "plain consume got " + got);
+            step(t0, "consumed " + got);
+
+            // 2. transactional producer: one committed, one aborted transaction on `out`
+            try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(bootstrap, "fv-selftest-tx-" + suffix))) {
+                p.initTransactions();
+                step(t0, "initTransactions ok");
+                p.beginTransaction();
+                p.send(new ProducerRecord<>(out, "t1", "committed"));
+                p.commitTransaction();
+                step(t0, "committed transaction");
+                p.beginTransaction();
+                p.send(new ProducerRecord<>(out, "t2", "aborted")).get(30, TimeUnit.SECONDS);
+                p.abortTransaction();
+                step(t0, "aborted transaction");
+            }
+
+            // 3. consume-transform-produce with sendOffsetsToTransaction (exactly-once step)
+            String group = "fv-selftest-eos-" + suffix;
+            Properties cp = consumerProps(bootstrap, group, "read_committed");
+            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp);
+                 KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(bootstrap, "fv-selftest-eos-tx-" + suffix))) {
+                p.initTransactions();
+                c.subscribe(List.of(in));
+                List<ConsumerRecord<String, String>> batch = new ArrayList<>();
+                long deadline = System.currentTimeMillis() + 30_000;
+                while (batch.size() < 2 && System.currentTimeMillis() < deadline) {
+                    c.poll(Duration.ofMillis(500)).forEach(batch::add);
+                }
+                expect(batch.size() == 2, "eos consumer got " + batch.size() + " records");
+                p.beginTransaction();
+                for (ConsumerRecord<String, String> r : batch) {
+                    p.send(new ProducerRecord<>(out, r.key(), r.value().toUpperCase()));
+                }
+                TopicPartition tp = new TopicPartition(in, 0);
+                long next = batch.get(batch.size() - 1).offset() + 1;
+                p.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(next)), c.groupMetadata());
+                p.commitTransaction();
+                step(t0, "consume-transform-produce transaction committed with offsets (group " + group + ")");
+                try (Admin admin2 = Admin.create(adminProps(bootstrap, 30_000))) {
+                    var committed = admin2.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS);
+                    expect(committed.get(tp) != null && committed.get(tp).offset() == next,
+                            "group offset after transaction: " + committed);
+                }
+            }
+
+            // 4. read_committed must see the committed + transformed records, never the aborted one
+            List<String> rc = readAll(bootstrap, out, 3, "read_committed");
+            expect(rc.equals(List.of("t1=committed", "k1=HELLO", "k2=WORLD")), "read_committed on " + out + " got " + rc);
+            step(t0, "read_committed sees " + rc + " (aborted record hidden)");
+            List<String> ru = readAll(bootstrap, out, 4, "read_uncommitted");
+            expect(ru.contains("t2=aborted"), "read_uncommitted should see the aborted record, got " + ru);
+
+            admin.deleteTopics(List.of(in, out, compacted)).all().get(30, TimeUnit.SECONDS);
+            step(t0, "deleted selftest topics");
+        }
+        System.out.println("selftest OK");
+        return 0;
+    }
+
+    static Properties producerProps(String bootstrap, String transactionalId) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, true);
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, 30_000);
+        if (transactionalId != null) {
+            p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        }
+        return p;
+    }
+
+    static Properties consumerProps(String bootstrap, String group, String isolation) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        return p;
+    }
+
+    /** Read a topic from the beginning with manual assignment until `expected` records or 20 s. */
+    static List<String> readAll(String bootstrap, String topic, int expected, String isolation) {
+        Properties p = consumerProps(bootstrap, "unused", isolation);
+        p.remove(ConsumerConfig.GROUP_ID_CONFIG);
+        List<String> got = new ArrayList<>();
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            long deadline = System.currentTimeMillis() + 20_000;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(300))) {
+                    got.add(r.key() + "=" + r.value());
+                }
+                if (got.size() >= expected && c.position(tp) >= c.endOffsets(List.of(tp)).get(tp)) {
+                    break;
+                }
+            }
+        }
+        return got;
+    }
+
+    static void expect(boolean ok, String what) {
+        if (!ok) {
+            throw new IllegalStateException("selftest FAILED: " + what);
+        }
+    }
+
+    static void step(long t0, String what) {
+        System.out.printf("  [%5d ms] %s%n", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0), what);
+    }
+
+    static void sleep(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}
