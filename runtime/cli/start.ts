@@ -1,0 +1,14 @@
+/**
+ * `npm start` / `bun run start -- FILE` / `deno task start FILE`.
+ * With no arguments, runs the demo; with a FILE, runs that pipeline; otherwise passes the
+ * arguments to the CLI (`run FILE`, `validate FILE`).
+ */
+import process from "node:process";
+
+const args = process.argv.slice(2);
+if (args.length === 0) {
+  await import("./demo.ts");
+} else {
+  if (args[0] !== "run" && args[0] !== "validate" && !args[0]!.startsWith("-")) process.argv.splice(2, 0, "run");
+  await import("./main.ts");
+}

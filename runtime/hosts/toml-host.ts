@@ -1,0 +1,107 @@
+/**
+ * The ControlPlane answered from a TOML pipeline file, in the original Rust runner's format:
+ *
+ *   name = "demo"
+ *   [brokers]
+ *   default = "127.0.0.1:9092"
+ *   [datasets.events]
+ *   topic = "events"
+ *   [datasets.events.policy]
+ *   deadLetter = "events-dlq"
+ *   [[transforms]]
+ *   inputs = ["events"]
+ *   output = "out"
+ *   [[transforms.steps]]
+ *   op = "filter"
+ *   expression = "price > 100"
+ */
+import { parse as parseToml } from "smol-toml";
+import * as v from "valibot";
+import { type BuildRecord, BuildSignal, type ControlPlane, FvError, type TopicBinding, type Topology } from "../../src/index.ts";
+
+const name = v.pipe(
+  v.string(),
+  v.regex(/^[A-Za-z0-9._-]+$/, "name may hold letters, digits, '.', '_' and '-' (it becomes the group fv-stream-<name>)"),
+);
+
+const pipelineFileSchema = v.object({
+  name,
+  brokers: v.optional(v.object({ default: v.optional(v.pipe(v.string(), v.regex(/^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$/, "use host:port[,host:port]"))) })),
+  datasets: v.optional(
+    v.record(
+      v.string(),
+      v.object({
+        topic: v.optional(v.pipe(v.string(), v.minLength(1))),
+        policy: v.optional(v.object({ deadLetter: v.optional(v.pipe(v.string(), v.minLength(1))) })),
+      }),
+    ),
+  ),
+  transforms: v.pipe(v.array(v.unknown(), "transforms is a list of [[transforms]] tables"), v.minLength(1, "add at least one [[transforms]] stage")),
+});
+
+export type PipelineFile = v.InferOutput<typeof pipelineFileSchema>;
+
+/** Parses and checks a pipeline file's text. `path` is only for messages. */
+export function parsePipelineFile(text: string, path: string): PipelineFile {
+  let raw: unknown;
+  try {
+    raw = parseToml(text);
+  } catch (error) {
+    throw new FvError("INVALID_SETTINGS", `${path}: not valid TOML: ${(error as Error).message}`, { cause: error });
+  }
+  const result = v.safeParse(pipelineFileSchema, raw);
+  if (!result.success) {
+    const issue = result.issues[0]!;
+    const field = v.getDotPath(issue) ?? "(file)";
+    throw new FvError("INVALID_SETTINGS", `${path}: field "${field}": ${issue.message}`, { context: { field } });
+  }
+  return result.output;
+}
+
+export interface TomlHostOptions {
+  /** Brokers every binding points at (STREAM_BROKERS, else the file's default). */
+  brokers: string;
+  /** Where build records go, one JSON line each. */
+  writeRecord: (line: string) => void;
+}
+
+/** The ControlPlane of one pipeline file. `requestStop()` makes the next heartbeat say Stop. */
+export class TomlHost implements ControlPlane {
+  readonly file: PipelineFile;
+  readonly #options: TomlHostOptions;
+  #stop = false;
+
+  constructor(file: PipelineFile, options: TomlHostOptions) {
+    this.file = file;
+    this.#options = options;
+  }
+
+  requestStop(): void {
+    this.#stop = true;
+  }
+
+  topology(_pipeline: string): Promise<Topology> {
+    return Promise.resolve({ stages: this.file.transforms as Topology["stages"] });
+  }
+
+  resolveTopic(dataset: string): Promise<TopicBinding> {
+    const entry = this.file.datasets?.[dataset];
+    return Promise.resolve({
+      apiName: dataset,
+      topic: entry?.topic ?? dataset,
+      brokers: this.#options.brokers,
+      policy: { deadLetter: entry?.policy?.deadLetter },
+      source: "kafka",
+      sink: "kafka",
+    });
+  }
+
+  heartbeat(_buildId: string): Promise<BuildSignal> {
+    return Promise.resolve(this.#stop ? BuildSignal.Stop : BuildSignal.Continue);
+  }
+
+  putRecord(_buildId: string, record: BuildRecord): Promise<void> {
+    this.#options.writeRecord(JSON.stringify(record));
+    return Promise.resolve();
+  }
+}

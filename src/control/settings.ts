@@ -1,0 +1,97 @@
+import * as v from "valibot";
+import { FvError } from "../errors.ts";
+
+/**
+ * Engine settings, from STREAM_* environment variables. Each has a default; a bad value stops
+ * the start with a message naming the variable and what it accepts.
+ */
+export interface Settings {
+  /** Bootstrap brokers, comma-separated host:port. */
+  brokers: string;
+  /** Consumers in the group from this process; more than one run in Workers. */
+  consumers: number;
+  /** Most records one loop iteration processes. */
+  batchSize: number;
+  /** How often offsets (and state) are committed. */
+  checkpointIntervalMs: number;
+  /** Where a partition with no committed offset starts. */
+  offsetReset: "earliest" | "latest";
+  /** Stop after no record has arrived for this long; 0 runs until stopped. */
+  idleTimeoutMs: number;
+  /** How often the host is asked whether to continue. */
+  heartbeatIntervalMs: number;
+  /** How often the build record is sent to the host. */
+  recordIntervalMs: number;
+  /** How long a poll waits for records before the loop checks commits and signals. */
+  pollTimeoutMs: number;
+}
+
+const int = (name: string, min: number) =>
+  v.pipe(
+    v.string(),
+    v.regex(/^\d+$/, `${name} must be a whole number`),
+    v.transform(Number),
+    v.minValue(min, `${name} must be at least ${min}`),
+  );
+
+const schema = v.object({
+  STREAM_BROKERS: v.optional(
+    v.pipe(v.string(), v.regex(/^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$/, "STREAM_BROKERS must be host:port[,host:port...]")),
+  ),
+  STREAM_CONSUMERS: v.optional(v.pipe(int("STREAM_CONSUMERS", 1), v.maxValue(64, "STREAM_CONSUMERS must be at most 64")), "1"),
+  STREAM_BATCH_SIZE: v.optional(int("STREAM_BATCH_SIZE", 1), "1000"),
+  STREAM_CHECKPOINT_INTERVAL_MS: v.optional(int("STREAM_CHECKPOINT_INTERVAL_MS", 10), "1000"),
+  STREAM_OFFSET_RESET: v.optional(v.picklist(["earliest", "latest"], "STREAM_OFFSET_RESET must be earliest or latest"), "earliest"),
+  STREAM_IDLE_TIMEOUT_MS: v.optional(int("STREAM_IDLE_TIMEOUT_MS", 0), "0"),
+  STREAM_HEARTBEAT_INTERVAL_MS: v.optional(int("STREAM_HEARTBEAT_INTERVAL_MS", 100), "5000"),
+  STREAM_RECORD_INTERVAL_MS: v.optional(int("STREAM_RECORD_INTERVAL_MS", 100), "5000"),
+  STREAM_POLL_TIMEOUT_MS: v.optional(int("STREAM_POLL_TIMEOUT_MS", 10), "200"),
+});
+
+/** Every setting with its meaning and default, for the README and `--help`. */
+export const settingsTable: Array<[name: string, meaning: string, fallback: string]> = [
+  ["STREAM_BROKERS", "bootstrap brokers, host:port[,host:port]", "the pipeline file's [brokers] default, else 127.0.0.1:9092"],
+  ["STREAM_CONSUMERS", "consumers this process runs in the group (more than 1 run in Workers)", "1"],
+  ["STREAM_BATCH_SIZE", "most records processed per loop iteration", "1000"],
+  ["STREAM_CHECKPOINT_INTERVAL_MS", "how often offsets are committed", "1000"],
+  ["STREAM_OFFSET_RESET", "earliest | latest: where a partition without a committed offset starts", "earliest"],
+  ["STREAM_IDLE_TIMEOUT_MS", "stop (STOPPED) after no input for this long; 0 = never", "0"],
+  ["STREAM_HEARTBEAT_INTERVAL_MS", "how often the host's heartbeat is asked", "5000"],
+  ["STREAM_RECORD_INTERVAL_MS", "how often the build record is sent", "5000"],
+  ["STREAM_POLL_TIMEOUT_MS", "how long one poll waits for records", "200"],
+];
+
+/**
+ * Reads settings from an environment map (e.g. `process.env`).
+ * @example
+ * const settings = parseSettings({ STREAM_CONSUMERS: "2" }, "127.0.0.1:9092");
+ */
+export function parseSettings(env: Record<string, string | undefined>, defaultBrokers = "127.0.0.1:9092"): Settings {
+  const picked: Record<string, string> = {};
+  for (const key of Object.keys(schema.entries)) {
+    const value = env[key];
+    if (value !== undefined && value !== "") picked[key] = value.trim();
+  }
+  const result = v.safeParse(schema, picked);
+  if (!result.success) {
+    const issue = result.issues[0]!;
+    const name = v.getDotPath(issue) ?? "setting";
+    throw new FvError(
+      "INVALID_SETTINGS",
+      `invalid setting ${name}=${JSON.stringify(picked[name] ?? "")}: ${issue.message}`,
+      { context: { field: name } },
+    );
+  }
+  const s = result.output;
+  return {
+    brokers: s.STREAM_BROKERS ?? defaultBrokers,
+    consumers: s.STREAM_CONSUMERS,
+    batchSize: s.STREAM_BATCH_SIZE,
+    checkpointIntervalMs: s.STREAM_CHECKPOINT_INTERVAL_MS,
+    offsetReset: s.STREAM_OFFSET_RESET,
+    idleTimeoutMs: s.STREAM_IDLE_TIMEOUT_MS,
+    heartbeatIntervalMs: s.STREAM_HEARTBEAT_INTERVAL_MS,
+    recordIntervalMs: s.STREAM_RECORD_INTERVAL_MS,
+    pollTimeoutMs: s.STREAM_POLL_TIMEOUT_MS,
+  };
+}

@@ -1,0 +1,117 @@
+import * as v from "valibot";
+import { FvError } from "../errors.ts";
+import type { FunctionRegistry, Row } from "../expr/index.ts";
+import { type InlineStep, inlineSteps, plannedSteps } from "../steps/index.ts";
+import type { StageDef, Topology } from "./types.ts";
+
+const datasetName = v.pipe(v.string("a dataset name is a string"), v.minLength(1, "a dataset name cannot be empty"));
+
+const stageSchema = v.object({
+  inputs: v.pipe(v.array(datasetName, 'list the input datasets, e.g. inputs = ["events"]'), v.minLength(1, "a stage needs at least one input")),
+  output: datasetName,
+  steps: v.array(v.looseObject({ op: v.string("every step needs op = \"...\"") }), "steps is a list of tables ([[transforms.steps]])"),
+});
+
+const topologySchema = v.object({
+  stages: v.pipe(v.array(v.unknown(), "stages must be a list"), v.minLength(1, "the pipeline has no stage: add a [[transforms]] table")),
+});
+
+/** A stage whose steps are compiled and ready to run on rows. */
+export interface CompiledStage {
+  /** 0-based position in the topology. */
+  readonly index: number;
+  readonly def: StageDef;
+  readonly steps: readonly InlineStep[];
+  /** Runs the steps on one row: the output row, or null when a step dropped it. Throws for poison. */
+  process(row: Row): Row | null;
+}
+
+export interface CompiledTopology {
+  readonly stages: readonly CompiledStage[];
+}
+
+function fail(message: string, context: { stage?: number; step?: number; field?: string; op?: string }, cause?: unknown): never {
+  throw new FvError("INVALID_TOPOLOGY", message, { context, cause });
+}
+
+function where(stage: number, step?: number, op?: string, field?: string): string {
+  let at = `stage ${stage + 1}`;
+  if (step !== undefined) at += `, step ${step + 1}${op ? ` (op "${op}")` : ""}`;
+  if (field) at += `, field "${field}"`;
+  return at;
+}
+
+function firstIssue(issues: v.BaseIssue<unknown>[]): { field: string; message: string } {
+  const issue = issues[0]!;
+  return { field: v.getDotPath(issue) ?? "", message: issue.message };
+}
+
+/**
+ * Checks a topology and compiles its steps. Runs before anything is consumed: an invalid topology
+ * throws an FvError (INVALID_TOPOLOGY) whose message names the stage, the step and the field.
+ *
+ * @example
+ * const compiled = compileTopology({ stages: [{ inputs: ["events"], output: "out", steps: [{ op: "filter", expression: "price > 100" }] }] });
+ * compiled.stages[0].process({ price: 150 }); // → { price: 150 }
+ */
+export function compileTopology(topology: unknown, options: { functions?: FunctionRegistry } = {}): CompiledTopology {
+  const top = v.safeParse(topologySchema, topology);
+  if (!top.success) {
+    const { field, message } = firstIssue(top.issues);
+    fail(`invalid topology: field "${field || "stages"}": ${message}`, { field: field || "stages" });
+  }
+  const stages = top.output.stages.map((raw, index) => compileStage(raw, index, options.functions));
+  return { stages };
+}
+
+function compileStage(raw: unknown, index: number, functions?: FunctionRegistry): CompiledStage {
+  const parsed = v.safeParse(stageSchema, raw);
+  if (!parsed.success) {
+    const { field, message } = firstIssue(parsed.issues);
+    const stepMatch = /^steps\.(\d+)\.?(.*)$/.exec(field);
+    if (stepMatch) {
+      const step = Number(stepMatch[1]);
+      const stepField = stepMatch[2] || "op";
+      fail(`invalid topology: ${where(index, step, undefined, stepField)}: ${message}`, { stage: index + 1, step: step + 1, field: stepField });
+    }
+    fail(`invalid topology: ${where(index, undefined, undefined, field)}: ${message}`, { stage: index + 1, field });
+  }
+  const def = parsed.output as StageDef;
+  const steps = def.steps.map((step, stepIndex) => compileStep(step, index, stepIndex, functions));
+  return { index, def, steps, process: chain(steps) };
+}
+
+function compileStep(raw: { op: string }, stage: number, step: number, functions?: FunctionRegistry): InlineStep {
+  const op = raw.op;
+  const kind = inlineSteps[op];
+  if (!kind) {
+    const known = Object.keys(inlineSteps).join(", ");
+    const why = plannedSteps.has(op)
+      ? `op "${op}" is not available in this build yet`
+      : `unknown op "${op}"`;
+    fail(`invalid topology: ${where(stage, step, op, "op")}: ${why}. Known steps: ${known}`, { stage: stage + 1, step: step + 1, field: "op", op });
+  }
+  const parsed = v.safeParse(kind.schema, raw);
+  if (!parsed.success) {
+    const issue = parsed.issues[0]!;
+    const field = v.getDotPath(issue) ?? "";
+    const message = issue.type === "strict_object" ? `unexpected field "${field}" for ${op}` : issue.message;
+    fail(`invalid topology: ${where(stage, step, op, field)}: ${message}`, { stage: stage + 1, step: step + 1, field, op });
+  }
+  try {
+    return kind.compile(parsed.output, functions);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    fail(`invalid topology: ${where(stage, step, op, "expression")}: ${message}`, { stage: stage + 1, step: step + 1, field: "expression", op }, error);
+  }
+}
+
+/** Runs steps in order; stops at the first one that drops the row. */
+function chain(steps: readonly InlineStep[]): (row: Row) => Row | null {
+  const fns = steps.map((s) => s.apply);
+  return (row) => {
+    let current: Row | null = row;
+    for (let i = 0; i < fns.length && current !== null; i++) current = fns[i]!(current);
+    return current;
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * The host interface: what the engine asks of whoever runs it (a TOML file, a platform over
+ * HTTP). Everything else is the engine's.
+ */
+
+/** One step of a stage, in the engine's JSON vocabulary (`{ op: "filter", expression: "..." }`). */
+export type StepDef = { op: string; [field: string]: unknown };
+
+/** A stage: inline steps around at most one operator or compute step, from inputs to one output. */
+export interface StageDef {
+  inputs: string[];
+  output: string;
+  steps: StepDef[];
+}
+
+export interface Topology {
+  stages: StageDef[];
+}
+
+export type SourceKind = "kafka";
+export type SinkKind = "kafka";
+
+/** What to do with rows of a dataset that cannot be processed. */
+export interface TopicPolicy {
+  /** Topic that receives poison rows, with the reason in headers. None: poison is counted only. */
+  deadLetter?: string;
+}
+
+/** A dataset resolved to where it lives. */
+export interface TopicBinding {
+  apiName: string;
+  topic: string;
+  brokers: string;
+  policy: TopicPolicy;
+  source: SourceKind;
+  sink: SinkKind;
+}
+
+/** What a heartbeat tells the stream. */
+export const BuildSignal = {
+  Continue: "Continue",
+  Stop: "Stop",
+  /** The host could not be reached: keep running on what we have. */
+  ContinueUnreachable: "ContinueUnreachable",
+} as const;
+export type BuildSignal = (typeof BuildSignal)[keyof typeof BuildSignal];
+
+export type BuildStatus = "STARTING" | "RUNNING" | "STOPPED" | "FAILED";
+
+/** Counters of one stream; every worker's counters add up to the build's. */
+export interface StreamCounters {
+  /** Records read from the input topics. */
+  consumed: number;
+  /** Records written to output topics. */
+  emitted: number;
+  /** Rows a filter removed. */
+  dropped: number;
+  /** Rows that could not be processed (isolated, counted, dead-lettered when a topic is set). */
+  poison: number;
+  /** Poison rows written to a dead-letter topic. */
+  deadLettered: number;
+  /** Offset commits done. */
+  commits: number;
+}
+
+/** The live build record, sent to the host on a cadence and at every status change. */
+export interface BuildRecord {
+  id: string;
+  pipeline: string;
+  kind: "stream";
+  status: BuildStatus;
+  startedAt?: string;
+  updatedAt?: string;
+  error?: string;
+  metrics?: BuildMetrics;
+  [field: string]: unknown;
+}
+
+export interface BuildMetrics extends StreamCounters {
+  poisonByReason: Record<string, number>;
+  consumers: number;
+  partitions: Array<{ topic: string; partition: number }>;
+  recordsPerSecond: number;
+}
+
+/**
+ * The four questions the engine asks its host.
+ *
+ * @example
+ * const host: ControlPlane = {
+ *   topology: async () => ({ stages: [{ inputs: ["events"], output: "out", steps: [{ op: "filter", expression: "price > 100" }] }] }),
+ *   resolveTopic: async (dataset) => ({ apiName: dataset, topic: dataset, brokers: "127.0.0.1:9092", policy: {}, source: "kafka", sink: "kafka" }),
+ *   heartbeat: async () => BuildSignal.Continue,
+ *   putRecord: async (_id, record) => console.log(record),
+ * };
+ */
+export interface ControlPlane {
+  topology(pipeline: string): Promise<Topology>;
+  resolveTopic(dataset: string): Promise<TopicBinding>;
+  heartbeat(buildId: string): Promise<BuildSignal>;
+  putRecord(buildId: string, record: BuildRecord): Promise<void>;
+}

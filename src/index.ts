@@ -1,0 +1,18 @@
+/**
+ * fv-streams: a stream-function runtime over Apache Kafka.
+ *
+ * @example
+ * import { runStream, parseSettings } from "fv-streams";
+ * const final = await runStream(host, "demo", "build-1", { id: "build-1", pipeline: "demo", kind: "stream", status: "STARTING" }, { settings: parseSettings(process.env) });
+ */
+export * from "./control/types.ts";
+export { parseSettings, type Settings, settingsTable } from "./control/settings.ts";
+export { type CompiledStage, type CompiledTopology, compileTopology } from "./control/topology.ts";
+export { type ErrorCode, ErrorCodes, type ErrorContext, FvError, type Recovery, recoveryOf } from "./errors.ts";
+export { compileExpression, type CompiledExpression, type Row, type Value } from "./expr/index.ts";
+export type { LoopCounters } from "./loop/counters.ts";
+export { type Logger, type LogLevel, silentLogger } from "./loop/logger.ts";
+export { groupIdOf } from "./loop/plan.ts";
+export { planStream, runStream, type RunStreamOptions, type StreamPlan } from "./loop/run-stream.ts";
+export type * from "./kafka/port.ts";
+export { loadKafkaClient } from "./kafka/clients.ts";

@@ -1,0 +1,278 @@
+/**
+ * The Kafka port on @platformatic/kafka (pure JS: runs on Bun, Deno and Node).
+ *
+ * The library has no revoke callback: it rejoins the group by itself and emits
+ * `consumer:group:rebalance` (a rebalance started) and `consumer:group:join` (the new
+ * assignment). The adapter turns those into the port's AssignmentListener calls and filters
+ * out buffered records of partitions this member no longer owns.
+ */
+import { Buffer } from "node:buffer";
+import {
+  Admin as PltAdmin,
+  Consumer as PltConsumer,
+  type Message,
+  type MessagesStream,
+  Producer as PltProducer,
+} from "@platformatic/kafka";
+import { FvError } from "../errors.ts";
+import type {
+  Admin,
+  CommitOffset,
+  ConsumerOptions,
+  GroupConsumer,
+  InboundRecord,
+  KafkaClient,
+  OutboundRecord,
+  Producer,
+  TopicPartition,
+  TopicSpec,
+} from "./port.ts";
+
+/**
+ * Group timings. A killed member's partitions move after `sessionTimeout`; 10 s keeps takeover
+ * quick on one machine while tolerating GC pauses. Heartbeats every second notice a rebalance fast.
+ */
+const GROUP_TIMINGS = { sessionTimeout: 10_000, heartbeatInterval: 1_000, rebalanceTimeout: 30_000 };
+/** A fetch waits at most this long on the broker for new data: short, so polls stay responsive. */
+const FETCH_MAX_WAIT_MS = 500;
+
+const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+function toBuffer(data: Uint8Array | string | null | undefined): Buffer | undefined {
+  if (data === null || data === undefined) return undefined;
+  if (typeof data === "string") return Buffer.from(data, "utf8");
+  return Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
+
+function classify(error: unknown, what: string): FvError {
+  if (error instanceof FvError) return error;
+  const text = error instanceof Error ? error.message : String(error);
+  // deno-lint-ignore no-explicit-any
+  const e = error as any;
+  const fenced = e?.findBy?.("fencedInstanceId", true) || /fenced|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID/i.test(text);
+  const code = fenced ? "KAFKA_FENCED" : e?.code === "PLT_KFK_NETWORK" || e?.code === "PLT_KFK_TIMEOUT" || e?.canRetry ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
+  return new FvError(code, `${what} failed: ${text}`, { cause: error });
+}
+
+class PlatformaticConsumer implements GroupConsumer {
+  readonly #consumer: PltConsumer;
+  readonly #options: ConsumerOptions;
+  #stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | undefined;
+  #owned = new Map<string, TopicPartition>();
+  #waiter: (() => void) | undefined;
+  #error: unknown;
+  #closed = false;
+
+  constructor(brokers: string[], options: ConsumerOptions) {
+    this.#options = options;
+    this.#consumer = new PltConsumer({
+      groupId: options.groupId,
+      clientId: options.clientId,
+      bootstrapBrokers: brokers,
+      autocommit: false,
+      maxWaitTime: FETCH_MAX_WAIT_MS,
+      ...GROUP_TIMINGS,
+    });
+    this.#consumer.on("consumer:group:rebalance", () => options.listener?.onRebalance?.());
+    this.#consumer.on("consumer:group:join", (payload: { assignments?: Array<{ topic: string; partitions: number[] }> }) => {
+      const next = new Map<string, TopicPartition>();
+      for (const { topic, partitions } of payload.assignments ?? []) {
+        for (const partition of partitions) next.set(key(topic, partition), { topic, partition });
+      }
+      const revoked = [...this.#owned].filter(([k]) => !next.has(k)).map(([, tp]) => tp);
+      const assigned = [...next].filter(([k]) => !this.#owned.has(k)).map(([, tp]) => tp);
+      this.#owned = next;
+      options.listener?.onAssignment?.({ assigned, revoked, owned: [...next.values()] });
+    });
+  }
+
+  async start(): Promise<void> {
+    try {
+      this.#stream = await this.#consumer.consume({
+        topics: this.#options.topics,
+        mode: "committed",
+        fallbackMode: this.#options.offsetReset,
+        autocommit: false,
+        highWaterMark: this.#options.maxBuffered ?? 4096,
+      });
+    } catch (error) {
+      throw classify(error, `joining group ${this.#options.groupId}`);
+    }
+    this.#stream.on("readable", () => this.#wake());
+    this.#stream.on("error", (error: unknown) => {
+      this.#error = error;
+      this.#wake();
+    });
+  }
+
+  #wake(): void {
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.();
+  }
+
+  #drain(max: number, out: InboundRecord[]): void {
+    const stream = this.#stream!;
+    while (out.length < max) {
+      const message = stream.read() as Message<Buffer, Buffer, Buffer, Buffer> | null;
+      if (message === null) return;
+      // A record of a partition revoked since it was fetched: its new owner reads it again.
+      if (!this.#owned.has(key(message.topic, message.partition))) continue;
+      const headers: Array<[string, Uint8Array]> = [];
+      for (const [k, v] of message.headers) headers.push([k.toString(), v]);
+      out.push({
+        topic: message.topic,
+        partition: message.partition,
+        offset: message.offset,
+        timestamp: message.timestamp,
+        key: message.key ?? null,
+        value: message.value ?? null,
+        headers,
+      });
+    }
+  }
+
+  async poll(max: number, timeoutMs: number): Promise<InboundRecord[]> {
+    if (!this.#stream) throw new FvError("KAFKA_FATAL", "poll before start");
+    if (this.#error) throw classify(this.#error, "fetching");
+    const out: InboundRecord[] = [];
+    this.#drain(max, out);
+    if (out.length > 0 || this.#closed) return out;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#waiter = undefined;
+        resolve();
+      }, timeoutMs);
+      this.#waiter = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    if (this.#error) throw classify(this.#error, "fetching");
+    this.#drain(max, out);
+    return out;
+  }
+
+  async commit(offsets: CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    try {
+      await this.#consumer.commit({ offsets: offsets.map((o) => ({ ...o, leaderEpoch: -1 })) });
+    } catch (error) {
+      throw classify(error, "committing offsets");
+    }
+  }
+
+  owned(): TopicPartition[] {
+    return [...this.#owned.values()];
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wake();
+    try {
+      await this.#stream?.close();
+    } finally {
+      await this.#consumer.close(true);
+    }
+  }
+}
+
+class PlatformaticProducer implements Producer {
+  readonly #producer: PltProducer;
+  constructor(brokers: string[], clientId: string) {
+    this.#producer = new PltProducer({ clientId, bootstrapBrokers: brokers, acks: -1, autocreateTopics: false });
+  }
+
+  async send(records: OutboundRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const messages = records.map((r) => ({
+      topic: r.topic,
+      key: toBuffer(r.key),
+      value: toBuffer(r.value),
+      partition: r.partition,
+      headers: r.headers ? new Map(r.headers.map(([k, v]) => [toBuffer(k)!, toBuffer(v)!])) : undefined,
+    }));
+    try {
+      await this.#producer.send({ messages });
+    } catch (error) {
+      throw classify(error, "producing");
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#producer.close();
+  }
+}
+
+class PlatformaticAdmin implements Admin {
+  readonly #admin: PltAdmin;
+  constructor(brokers: string[], clientId: string) {
+    this.#admin = new PltAdmin({ clientId, bootstrapBrokers: brokers });
+  }
+
+  async partitionCounts(topics: string[]): Promise<Map<string, number | undefined>> {
+    const result = new Map<string, number | undefined>();
+    try {
+      const existing = new Set(await this.#admin.listTopics());
+      const present = topics.filter((t) => existing.has(t));
+      const metadata = present.length ? await this.#admin.metadata({ topics: present, forceUpdate: true }) : undefined;
+      for (const topic of topics) result.set(topic, metadata?.topics.get(topic)?.partitionsCount);
+    } catch (error) {
+      throw classify(error, `describing topics ${topics.join(", ")}`);
+    }
+    return result;
+  }
+
+  async createTopics(specs: TopicSpec[]): Promise<void> {
+    const counts = await this.partitionCounts(specs.map((s) => s.topic));
+    for (const spec of specs) {
+      if (counts.get(spec.topic) !== undefined) continue;
+      try {
+        await this.#admin.createTopics({
+          topics: [spec.topic],
+          partitions: spec.partitions,
+          replicas: 1,
+          configs: Object.entries(spec.configs ?? {}).map(([name, value]) => ({ name, value })),
+        });
+      } catch (error) {
+        // deno-lint-ignore no-explicit-any
+        if ((error as any)?.findBy?.("apiId", "TOPIC_ALREADY_EXISTS") || /already exists/i.test(String(error))) continue;
+        throw classify(error, `creating topic ${spec.topic}`);
+      }
+    }
+  }
+
+  async committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
+    const counts = await this.partitionCounts(topics);
+    const wanted = topics
+      .filter((t) => counts.get(t) !== undefined)
+      .map((name) => ({ name, partitionIndexes: Array.from({ length: counts.get(name)! }, (_, i) => i) }));
+    try {
+      const groups = await this.#admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: wanted }] });
+      const out: CommitOffset[] = [];
+      for (const group of groups) {
+        for (const t of group.topics) {
+          for (const p of t.partitions) out.push({ topic: t.name, partition: p.partitionIndex, offset: p.committedOffset });
+        }
+      }
+      return out;
+    } catch (error) {
+      throw classify(error, `reading committed offsets of ${groupId}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#admin.close();
+  }
+}
+
+/** The pure-JS client. */
+export function platformaticClient(brokers: string[]): KafkaClient {
+  return {
+    name: "platformatic",
+    consumer: (options) => new PlatformaticConsumer(brokers, options),
+    producer: ({ clientId }) => new PlatformaticProducer(brokers, clientId),
+    admin: ({ clientId }) => new PlatformaticAdmin(brokers, clientId),
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * The narrow port the loop needs from a Kafka client. One adapter per client library implements
+ * it; the loop never sees a library type.
+ */
+
+export interface TopicPartition {
+  topic: string;
+  partition: number;
+}
+
+/** A record read from Kafka. Key and value stay as bytes; the loop decodes them. */
+export interface InboundRecord {
+  topic: string;
+  partition: number;
+  offset: bigint;
+  timestamp: bigint;
+  key: Uint8Array | null;
+  value: Uint8Array | null;
+  headers: Array<[string, Uint8Array]>;
+}
+
+/** A record to write. No partition: the client's default partitioner picks it by key. */
+export interface OutboundRecord {
+  topic: string;
+  key: Uint8Array | null;
+  value: Uint8Array | string | null;
+  headers?: Array<[string, Uint8Array | string]>;
+  partition?: number;
+}
+
+/** The next offset to read, per partition (message offset + 1). */
+export interface CommitOffset extends TopicPartition {
+  offset: bigint;
+}
+
+/** Told when Kafka changes what this member owns. */
+export interface AssignmentListener {
+  /** A rebalance started: commit what is safe to commit now, while the old generation holds. */
+  onRebalance?(): void;
+  /** The new assignment after a rebalance; `revoked` were owned before and are not now. */
+  onAssignment?(change: { assigned: TopicPartition[]; revoked: TopicPartition[]; owned: TopicPartition[] }): void;
+}
+
+export interface ConsumerOptions {
+  groupId: string;
+  clientId: string;
+  topics: string[];
+  offsetReset: "earliest" | "latest";
+  /** Records the client may buffer ahead of the loop. */
+  maxBuffered?: number;
+  listener?: AssignmentListener;
+}
+
+/** A member of a consumer group that owns the partitions Kafka assigns it. */
+export interface GroupConsumer {
+  /** Joins the group and starts fetching. */
+  start(): Promise<void>;
+  /**
+   * Up to `max` records of owned partitions, waiting at most `timeoutMs` for the first one.
+   * Records of partitions revoked since they were fetched are not returned.
+   */
+  poll(max: number, timeoutMs: number): Promise<InboundRecord[]>;
+  commit(offsets: CommitOffset[]): Promise<void>;
+  /** The partitions owned now. */
+  owned(): TopicPartition[];
+  /** Leaves the group. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface Producer {
+  /** Resolves once every record is acknowledged (acks=all). */
+  send(records: OutboundRecord[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface TopicSpec {
+  topic: string;
+  partitions: number;
+  configs?: Record<string, string>;
+}
+
+export interface Admin {
+  /** Partition count of each topic, or undefined for one that does not exist. */
+  partitionCounts(topics: string[]): Promise<Map<string, number | undefined>>;
+  /** Creates the topics that do not exist yet; existing ones are left alone. */
+  createTopics(specs: TopicSpec[]): Promise<void>;
+  /** Committed offsets of a group (next offset to read) per partition; -1n where none. */
+  committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]>;
+  close(): Promise<void>;
+}
+
+/** A Kafka client library behind the port. */
+export interface KafkaClient {
+  readonly name: string;
+  consumer(options: ConsumerOptions): GroupConsumer;
+  producer(options: { clientId: string }): Producer;
+  admin(options: { clientId: string }): Admin;
+}
+
+export type KafkaClientFactory = (brokers: string[]) => KafkaClient;

@@ -1,0 +1,38 @@
+/**
+ * A Worker that runs one consumer loop. The main thread posts `start` with the plan, then
+ * `stop`; the worker posts its counters on a cadence and `done` with the final state.
+ */
+import { loadKafkaClient } from "../kafka/clients.ts";
+import { ConsumerLoop } from "./consumer-loop.ts";
+import type { Logger } from "./logger.ts";
+import type { LoopPlan } from "./plan.ts";
+import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
+
+/** How often counters go to the main thread: often enough for a live build record. */
+const REPORT_INTERVAL_MS = 250;
+
+// deno-lint-ignore no-explicit-any
+const scope = globalThis as any;
+let loop: ConsumerLoop | undefined;
+
+const post = (report: WorkerReport) => scope.postMessage(report);
+const log: Logger = (level, message, context) => post({ type: "log", level, message, context });
+
+scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
+  const message = event.data;
+  if (message.type === "stop") {
+    loop?.stop();
+    return;
+  }
+  const plan: LoopPlan = message.plan;
+  try {
+    const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
+    loop = new ConsumerLoop(plan, client, log);
+    const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned() }), REPORT_INTERVAL_MS);
+    const state = await loop.run();
+    clearInterval(timer);
+    post({ type: "done", state, counters: loop.counters, error: loop.error?.message });
+  } catch (error) {
+    post({ type: "done", state: "FAILED", counters: loop?.counters, error: (error as Error)?.message ?? String(error) });
+  }
+};

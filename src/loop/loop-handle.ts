@@ -1,0 +1,58 @@
+import { loadKafkaClient } from "../kafka/clients.ts";
+import type { TopicPartition } from "../kafka/port.ts";
+import { ConsumerLoop, type LoopState } from "./consumer-loop.ts";
+import { emptyCounters, type LoopCounters } from "./counters.ts";
+import type { Logger } from "./logger.ts";
+import type { LoopPlan } from "./plan.ts";
+import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
+
+/** A running consumer loop, in this thread or in a Worker; the stream sees both alike. */
+export interface LoopHandle {
+  counters(): LoopCounters;
+  owned(): TopicPartition[];
+  stop(): void;
+  readonly done: Promise<{ state: LoopState; error?: string }>;
+}
+
+/** Runs the loop in this thread (one consumer: no Worker needed). */
+export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHandle> {
+  const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
+  const loop = new ConsumerLoop(plan, client, log);
+  const done = loop.run().then((state) => ({ state, error: loop.error?.message }));
+  return { counters: () => loop.counters, owned: () => loop.owned(), stop: () => loop.stop(), done };
+}
+
+/** Runs the loop in a Worker, so N consumers use N cores. */
+export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
+  const worker = new Worker(new URL("./consumer-worker.ts", import.meta.url).href, { type: "module" });
+  let counters = emptyCounters();
+  let owned: TopicPartition[] = [];
+  const done = new Promise<{ state: LoopState; error?: string }>((resolve) => {
+    worker.onmessage = (event: MessageEvent<WorkerReport>) => {
+      const report = event.data;
+      if (report.type === "counters") {
+        counters = report.counters;
+        owned = report.owned;
+      } else if (report.type === "log") {
+        log(report.level, report.message, { ...report.context, consumer: plan.consumerIndex });
+      } else {
+        if (report.counters) counters = report.counters;
+        owned = [];
+        worker.terminate();
+        resolve({ state: report.state, error: report.error });
+      }
+    };
+    worker.onerror = (event: ErrorEvent) => {
+      event.preventDefault?.();
+      worker.terminate();
+      resolve({ state: "FAILED", error: `consumer worker ${plan.consumerIndex} crashed: ${event.message}` });
+    };
+  });
+  worker.postMessage({ type: "start", plan } satisfies WorkerMessage);
+  return {
+    counters: () => counters,
+    owned: () => owned,
+    stop: () => worker.postMessage({ type: "stop" } satisfies WorkerMessage),
+    done,
+  };
+}

@@ -1,0 +1,23 @@
+import type { Settings } from "../control/settings.ts";
+import type { TopicBinding, Topology } from "../control/types.ts";
+
+/**
+ * Everything one consumer loop needs, as plain data: it is posted to Workers as is, and each
+ * loop compiles the topology itself.
+ */
+export interface LoopPlan {
+  pipeline: string;
+  groupId: string;
+  topology: Topology;
+  /** Binding of every dataset the topology names. */
+  bindings: Record<string, TopicBinding>;
+  settings: Settings;
+  /** Name of the Kafka client adapter ("platformatic", ...). */
+  kafkaClient: string;
+  /** 0-based index of this consumer within the process. */
+  consumerIndex: number;
+  /** Distinguishes this process's client ids from another process's. */
+  instanceId: string;
+}
+
+export const groupIdOf = (pipeline: string) => `fv-stream-${pipeline}`;

@@ -1,0 +1,190 @@
+import { parseSettings, type Settings } from "../control/settings.ts";
+import { compileTopology } from "../control/topology.ts";
+import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type TopicBinding, type Topology } from "../control/types.ts";
+import { FvError } from "../errors.ts";
+import { loadKafkaClient } from "../kafka/clients.ts";
+import type { TopicSpec } from "../kafka/port.ts";
+import { addCounters, emptyCounters } from "./counters.ts";
+import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
+import { type Logger, silentLogger } from "./logger.ts";
+import { groupIdOf, type LoopPlan } from "./plan.ts";
+
+export interface RunStreamOptions {
+  /** Engine settings; default: parsed from an empty environment (all defaults). */
+  settings?: Settings;
+  /** Kafka adapter name; default "platformatic". */
+  kafkaClient?: string;
+  log?: Logger;
+  /** Aborting it starts the ordered shutdown at once, without waiting for the next heartbeat. */
+  signal?: AbortSignal;
+  /** Run every consumer in this thread even when there are several (tests, single-file builds). */
+  inline?: boolean;
+}
+
+/** The plan the stream runs: topology validated, datasets resolved, topics ready. */
+export interface StreamPlan {
+  topology: Topology;
+  bindings: Record<string, TopicBinding>;
+}
+
+/**
+ * Asks the host for the topology and the topic of every dataset it names, and validates the
+ * topology. Throws FvError (INVALID_TOPOLOGY, HOST_UNAVAILABLE) before anything is consumed.
+ */
+export async function planStream(host: ControlPlane, pipeline: string): Promise<StreamPlan> {
+  const topology = await host.topology(pipeline);
+  const compiled = compileTopology(topology);
+  const datasets = new Set<string>();
+  for (const stage of compiled.stages) {
+    for (const input of stage.def.inputs) datasets.add(input);
+    datasets.add(stage.def.output);
+  }
+  const bindings: Record<string, TopicBinding> = {};
+  for (const dataset of datasets) bindings[dataset] = await host.resolveTopic(dataset);
+  return { topology, bindings };
+}
+
+/**
+ * Runs one stream pipeline until the host says Stop, the signal aborts, the input stays idle
+ * (STREAM_IDLE_TIMEOUT_MS), or it fails. Resolves with the final build record (STOPPED or FAILED).
+ *
+ * @example
+ * const final = await runStream(host, "demo", "build-1", { id: "build-1", pipeline: "demo", kind: "stream", status: "STARTING" });
+ */
+export async function runStream(
+  host: ControlPlane,
+  pipeline: string,
+  buildId: string,
+  record: BuildRecord,
+  options: RunStreamOptions = {},
+): Promise<BuildRecord> {
+  const log = options.log ?? silentLogger;
+  const startedAt = new Date();
+  let current: BuildRecord = { ...record, id: buildId, pipeline, kind: "stream", startedAt: startedAt.toISOString() };
+  let handles: LoopHandle[] = [];
+  let lastRate = { at: Date.now(), consumed: 0, perSecond: 0 };
+
+  const snapshot = (status: BuildStatus, error?: string): BuildRecord => {
+    const counters = emptyCounters();
+    for (const h of handles) addCounters(counters, h.counters());
+    const now = Date.now();
+    if (now - lastRate.at >= 500) {
+      lastRate = { at: now, consumed: counters.consumed, perSecond: Math.round(((counters.consumed - lastRate.consumed) * 1000) / (now - lastRate.at)) };
+    }
+    current = {
+      ...current,
+      status,
+      updatedAt: new Date(now).toISOString(),
+      ...(error ? { error } : {}),
+      metrics: {
+        ...counters,
+        consumers: handles.length,
+        partitions: handles.flatMap((h) => h.owned()).sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition),
+        recordsPerSecond: lastRate.perSecond,
+      },
+    };
+    return current;
+  };
+  const put = async (status: BuildStatus, error?: string) => {
+    try {
+      await host.putRecord(buildId, snapshot(status, error));
+    } catch (e) {
+      log("warn", `could not send the build record: ${(e as Error).message}`);
+    }
+  };
+
+  await put("STARTING");
+  let settings: Settings;
+  let plan: StreamPlan;
+  try {
+    settings = options.settings ?? parseSettings({});
+    plan = await planStream(host, pipeline);
+    await prepareTopics(plan, settings, options.kafkaClient ?? "platformatic", pipeline);
+  } catch (error) {
+    const message = (error as Error)?.message ?? String(error);
+    log("error", message, { pipeline });
+    await put("FAILED", message);
+    return current;
+  }
+
+  const instanceId = crypto.randomUUID().slice(0, 8);
+  const plans: LoopPlan[] = Array.from({ length: settings.consumers }, (_, consumerIndex) => ({
+    pipeline,
+    groupId: groupIdOf(pipeline),
+    topology: plan.topology,
+    bindings: plan.bindings,
+    settings,
+    kafkaClient: options.kafkaClient ?? "platformatic",
+    consumerIndex,
+    instanceId,
+  }));
+  const useWorkers = settings.consumers > 1 && !options.inline && typeof Worker !== "undefined";
+  handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));
+  log("info", `running ${handles.length} consumer(s)${useWorkers ? " in workers" : ""}`, { pipeline, group: groupIdOf(pipeline) });
+  await put("RUNNING");
+
+  let stopping = false;
+  const stopAll = (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    log("info", `stopping: ${why}`, { pipeline });
+    for (const h of handles) h.stop();
+  };
+  options.signal?.addEventListener("abort", () => stopAll("signal"), { once: true });
+  if (options.signal?.aborted) stopAll("signal");
+
+  const heartbeat = setInterval(async () => {
+    const signal = await host.heartbeat(buildId).catch(() => BuildSignal.ContinueUnreachable);
+    if (signal === BuildSignal.Stop) stopAll("the host said Stop");
+  }, settings.heartbeatIntervalMs);
+  const records = setInterval(() => void put("RUNNING"), settings.recordIntervalMs);
+
+  const results = await Promise.all(handles.map((h) => h.done));
+  clearInterval(heartbeat);
+  clearInterval(records);
+  const failed = results.filter((r) => r.state === "FAILED");
+  if (failed.length > 0) {
+    // One failed loop fails the build: stop the others in order, then report.
+    stopAll("a consumer failed");
+    await put("FAILED", failed.map((r) => r.error ?? "consumer failed").join("; "));
+  } else {
+    await put("STOPPED");
+  }
+  return current;
+}
+
+/** Checks inputs exist, then creates missing outputs and dead-letter topics with the input's partition count. */
+async function prepareTopics(plan: StreamPlan, settings: Settings, kafkaClient: string, pipeline: string): Promise<void> {
+  const client = (await loadKafkaClient(kafkaClient))(settings.brokers.split(","));
+  const admin = client.admin({ clientId: `fv-admin-${pipeline}` });
+  try {
+    const compiled = compileTopology(plan.topology);
+    const producedBy = new Set(compiled.stages.map((s) => s.def.output));
+    const inputs = [...new Set(compiled.stages.flatMap((s) => s.def.inputs))];
+    const counts = await admin.partitionCounts(inputs.map((d) => plan.bindings[d]!.topic));
+    const partitionsOf = (dataset: string): number | undefined => counts.get(plan.bindings[dataset]!.topic);
+    const specs: TopicSpec[] = [];
+    for (const stage of compiled.stages) {
+      const first = stage.def.inputs[0]!;
+      let partitions = partitionsOf(first);
+      for (const input of stage.def.inputs) {
+        const binding = plan.bindings[input]!;
+        const count = partitionsOf(input);
+        if (count === undefined && !producedBy.has(input)) {
+          throw new FvError(
+            "INVALID_TOPOLOGY",
+            `stage ${stage.index + 1}: input dataset "${input}" maps to topic "${binding.topic}", which does not exist on ${settings.brokers}. Create it, or fix the dataset's topic.`,
+            { context: { stage: stage.index + 1, field: "inputs", topic: binding.topic } },
+          );
+        }
+        if (binding.policy.deadLetter) specs.push({ topic: binding.policy.deadLetter, partitions: count ?? partitions ?? 1 });
+      }
+      partitions ??= specs.find((s) => s.topic === plan.bindings[first]!.topic)?.partitions ?? 1;
+      specs.push({ topic: plan.bindings[stage.def.output]!.topic, partitions });
+    }
+    // Stages are in order, so an intermediate topic is created before a later stage reads it.
+    await admin.createTopics(specs);
+  } finally {
+    await admin.close();
+  }
+}

@@ -1,0 +1,14 @@
+import type { TopicPartition } from "../kafka/port.ts";
+import type { LoopState } from "./consumer-loop.ts";
+import type { LoopCounters } from "./counters.ts";
+import type { LogLevel } from "./logger.ts";
+import type { LoopPlan } from "./plan.ts";
+
+/** Main thread → worker. */
+export type WorkerMessage = { type: "start"; plan: LoopPlan } | { type: "stop" };
+
+/** Worker → main thread. */
+export type WorkerReport =
+  | { type: "counters"; counters: LoopCounters; owned: TopicPartition[] }
+  | { type: "log"; level: LogLevel; message: string; context?: Record<string, unknown> }
+  | { type: "done"; state: LoopState; counters?: LoopCounters; error?: string };

@@ -1,0 +1,44 @@
+import { describe, expect, test } from "bun:test";
+import { FvError, parseSettings } from "../../src/index.ts";
+
+describe("parseSettings", () => {
+  test("gives the defaults for an empty environment", () => {
+    expect(parseSettings({})).toEqual({
+      brokers: "127.0.0.1:9092",
+      consumers: 1,
+      batchSize: 1000,
+      checkpointIntervalMs: 1000,
+      offsetReset: "earliest",
+      idleTimeoutMs: 0,
+      heartbeatIntervalMs: 5000,
+      recordIntervalMs: 5000,
+      pollTimeoutMs: 200,
+    });
+  });
+
+  test("reads STREAM_* values and prefers STREAM_BROKERS over the file default", () => {
+    const s = parseSettings({ STREAM_BROKERS: "k1:9092,k2:9092", STREAM_CONSUMERS: "3", STREAM_OFFSET_RESET: "latest" }, "file:9092");
+    expect(s.brokers).toBe("k1:9092,k2:9092");
+    expect(s.consumers).toBe(3);
+    expect(s.offsetReset).toBe("latest");
+    expect(parseSettings({}, "file:9092").brokers).toBe("file:9092");
+  });
+
+  test.each([
+    ["STREAM_CONSUMERS", "two", "whole number"],
+    ["STREAM_CONSUMERS", "0", "at least 1"],
+    ["STREAM_BATCH_SIZE", "-5", "whole number"],
+    ["STREAM_OFFSET_RESET", "beginning", "earliest or latest"],
+    ["STREAM_BROKERS", "localhost", "host:port"],
+  ])("%s=%s is refused with a message saying what it accepts", (name, value, hint) => {
+    try {
+      parseSettings({ [name]: value });
+      throw new Error("expected an error");
+    } catch (error) {
+      expect(error).toBeInstanceOf(FvError);
+      expect((error as FvError).code).toBe("INVALID_SETTINGS");
+      expect((error as Error).message).toContain(name);
+      expect((error as Error).message).toContain(hint);
+    }
+  });
+});

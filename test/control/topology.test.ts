@@ -1,0 +1,71 @@
+import { describe, expect, test } from "bun:test";
+import { compileTopology, FvError } from "../../src/index.ts";
+
+const stage = (steps: unknown[], extra: Record<string, unknown> = {}) => ({ inputs: ["events"], output: "out", steps, ...extra });
+
+function errorOf(fn: () => unknown): FvError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(FvError);
+    return error as FvError;
+  }
+  throw new Error("expected an error");
+}
+
+describe("compileTopology", () => {
+  test("runs select, rename, drop, filter and applyExpression in order", () => {
+    const { stages } = compileTopology({
+      stages: [
+        stage([
+          { op: "filter", expression: "price > 100" },
+          { op: "applyExpression", column: "notional", expression: "price * qty" },
+          { op: "rename", mapping: { sym: "symbol" } },
+          { op: "drop", columns: ["note"] },
+          { op: "select", columns: ["symbol", "notional", "missing"] },
+        ]),
+      ],
+    });
+    const process = stages[0]!.process;
+    expect(process({ sym: "A", price: 150, qty: 2, note: "x" })).toEqual({ symbol: "A", notional: 300, missing: null });
+    expect(process({ sym: "B", price: 50, qty: 2 })).toBeNull();
+  });
+
+  test("select keeps exactly the columns in the given order", () => {
+    const { stages } = compileTopology({ stages: [stage([{ op: "select", columns: ["b", "a"] }])] });
+    expect(Object.keys(stages[0]!.process({ a: 1, b: 2, c: 3 })!)).toEqual(["b", "a"]);
+  });
+
+  test("a filter that gives null drops the row and one that gives a number is poison", () => {
+    const { stages } = compileTopology({ stages: [stage([{ op: "filter", expression: "price" }])] });
+    expect(stages[0]!.process({ price: null })).toBeNull();
+    expect(errorOf(() => stages[0]!.process({ price: 3 })).code).toBe("EXPRESSION_EVAL");
+  });
+
+  test("an expression syntax error names the stage, the step and the field", () => {
+    const e = errorOf(() => compileTopology({ stages: [stage([]), stage([{ op: "select", columns: ["a"] }, { op: "filter", expression: "price > > 1" }])] }));
+    expect(e.code).toBe("INVALID_TOPOLOGY");
+    expect(e.message).toContain('stage 2, step 2 (op "filter"), field "expression"');
+    expect(e.context).toMatchObject({ stage: 2, step: 2, field: "expression" });
+  });
+
+  test("an unknown op is refused with the list of known steps", () => {
+    const e = errorOf(() => compileTopology({ stages: [stage([{ op: "frobnicate" }])] }));
+    expect(e.message).toContain('stage 1, step 1 (op "frobnicate"), field "op": unknown op "frobnicate"');
+    expect(e.message).toContain("select, rename, drop, filter, applyExpression");
+  });
+
+  test("a misspelled field is named", () => {
+    const e = errorOf(() => compileTopology({ stages: [stage([{ op: "filter", expresion: "a > 1" }])] }));
+    expect(e.message).toContain('stage 1, step 1 (op "filter"), field "expression"');
+  });
+
+  test("a stage without inputs is refused", () => {
+    const e = errorOf(() => compileTopology({ stages: [{ inputs: [], output: "out", steps: [] }] }));
+    expect(e.message).toContain('stage 1, field "inputs"');
+  });
+
+  test("an empty topology is refused", () => {
+    expect(errorOf(() => compileTopology({ stages: [] })).message).toContain("no stage");
+  });
+});

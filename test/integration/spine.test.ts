@@ -1,0 +1,201 @@
+/**
+ * The spine end to end: the CLI on Bun and Deno against the real local broker.
+ */
+import { describe, expect, test } from "bun:test";
+import type { OutboundRecord } from "../../src/kafka/port.ts";
+import { lastRecord, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { committedOffsets, consumeAll, createTopic, header, json, produce, text, uniqueName } from "../helpers/kafka.ts";
+
+/** A trade row of about 200 bytes; price cycles 0..199 so 99 of every 200 pass `price > 100`. */
+function trade(id: number) {
+  return { id, sym: ["ACME", "GLOBEX", "INITECH"][id % 3], price: id % 200, qty: 1 + (id % 7), venue: "XNAS", note: "x".repeat(100) };
+}
+const trades = (topic: string, from: number, to: number): OutboundRecord[] =>
+  Array.from({ length: to - from }, (_, i) => ({ topic, key: `k${from + i}`, value: JSON.stringify(trade(from + i)) }));
+const expectedIds = (from: number, to: number) => {
+  const ids: number[] = [];
+  for (let id = from; id < to; id++) if (id % 200 > 100) ids.push(id);
+  return ids;
+};
+
+function filterPipeline(name: string, input: string, output: string, extra = ""): string {
+  return `name = "${name}"
+[datasets.events]
+topic = "${input}"
+${extra}
+[datasets.out]
+topic = "${output}"
+
+[[transforms]]
+inputs = ["events"]
+output = "out"
+
+[[transforms.steps]]
+op = "filter"
+expression = "price > 100"
+`;
+}
+
+/** Runs the pipeline until the output holds `expected` records, then SIGTERMs it. */
+async function runUntil(file: string, output: string, expected: number, options: { runtime?: "bun" | "deno"; env?: Record<string, string> } = {}) {
+  const run = startCli(["run", file], options);
+  let seen = 0;
+  await waitFor(async () => {
+    if (run.child.exitCode !== null) throw new Error(`pipeline exited early:\n${run.lines.join("\n")}`);
+    const m = lastRecord(run.records)?.metrics;
+    if (!m || m.emitted < expected) return false;
+    seen = (await consumeAll(output, { expected, quietMs: 3000 })).length;
+    return seen >= expected;
+  }, 180_000, `${expected} output records`);
+  run.child.kill("SIGTERM");
+  const code = await run.exited;
+  return { code, run };
+}
+
+describe("the spine on Bun", () => {
+  test("10,000 records through a filter with 2 consumers give exactly the expected output and counters that add up", async () => {
+    const name = uniqueName("spine");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    await produce(trades(input, 0, 10_000));
+    const file = writePipeline(filterPipeline(name, input, output));
+
+    const expected = expectedIds(0, 10_000);
+    const { code, run } = await runUntil(file, output, expected.length, { env: { STREAM_CONSUMERS: "2" } });
+    expect(code).toBe(0);
+
+    const final = lastRecord(run.records)!;
+    expect(final.status).toBe("STOPPED");
+    const m = final.metrics!;
+    expect(m.consumers).toBe(2);
+    expect(m.consumed).toBeGreaterThanOrEqual(10_000);
+    expect(m.consumed).toBe(m.emitted + m.dropped + m.poison);
+    expect(m.poison).toBe(0);
+
+    const out = await consumeAll(output, { quietMs: 3000 });
+    const ids = new Set(out.map((r) => json(r).id as number));
+    expect([...ids].sort((a, b) => a - b)).toEqual(expected);
+    // Keys are kept as they are.
+    for (const r of out.slice(0, 50)) expect(text(r.key)).toBe(`k${json(r).id}`);
+    // The output topic was created with the input's partition count.
+    expect(new Set(out.map((r) => r.partition)).size).toBeLessThanOrEqual(4);
+    const duplicates = out.length - ids.size;
+    console.log(`bun: consumed=${m.consumed} emitted=${m.emitted} dropped=${m.dropped} duplicates=${duplicates}`);
+  });
+
+  test("poison records are counted and dead-lettered with their reason, and every good record still comes out", async () => {
+    const name = uniqueName("poison");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    const dlq = `${name}-dlq`;
+    await createTopic(input, 4);
+    const poison: OutboundRecord[] = [
+      { topic: input, key: "p1", value: "not json {" },
+      { topic: input, key: "p2", value: "[1,2,3]" },
+      { topic: input, key: "p3", value: "42" },
+      { topic: input, key: "p4", value: '"a string"' },
+      { topic: input, key: "p5", value: null },
+    ];
+    const good = trades(input, 0, 1000);
+    await produce([...good.slice(0, 500), ...poison, ...good.slice(500)]);
+    const file = writePipeline(filterPipeline(name, input, output, `[datasets.events.policy]\ndeadLetter = "${dlq}"`));
+
+    const expected = expectedIds(0, 1000);
+    const { code, run } = await runUntil(file, output, expected.length);
+    expect(code).toBe(0);
+    const m = lastRecord(run.records)!.metrics!;
+    expect(m.poison).toBe(5);
+    expect(m.deadLettered).toBe(5);
+    expect(m.poisonByReason).toEqual({ invalid_json: 1, not_object: 4 });
+
+    const out = await consumeAll(output, { expected: expected.length });
+    expect([...new Set(out.map((r) => json(r).id as number))].sort((a, b) => a - b)).toEqual(expected);
+
+    const dead = await consumeAll(dlq, { expected: 5 });
+    expect(dead.map((r) => text(r.key)).sort()).toEqual(["p1", "p2", "p3", "p4", "p5"]);
+    const p1 = dead.find((r) => text(r.key) === "p1")!;
+    expect(text(p1.value)).toBe("not json {");
+    expect(header(p1, "fv.error.reason")).toBe("invalid_json");
+    expect(header(p1, "fv.source.topic")).toBe(input);
+    expect(Number(header(p1, "fv.source.offset"))).toBeGreaterThanOrEqual(0);
+    expect(header(dead.find((r) => text(r.key) === "p2")!, "fv.error.reason")).toBe("not_object");
+  });
+
+  test("an invalid topology exits non-zero naming stage, step and field, and moves no offset", async () => {
+    const name = uniqueName("invalid");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 2);
+    await produce(trades(input, 0, 400));
+    // A valid run first, so the group has committed offsets to compare against.
+    const valid = writePipeline(filterPipeline(name, input, output));
+    const first = await runUntil(valid, output, expectedIds(0, 400).length);
+    expect(first.code).toBe(0);
+    const group = `fv-stream-${name}`;
+    const before = await committedOffsets(group, [input]);
+    expect(before.map((o) => o.offset).reduce((a, b) => a + b, 0n)).toBe(400n);
+
+    await produce(trades(input, 400, 600));
+    const invalid = writePipeline(`${filterPipeline(name, input, output)}
+[[transforms]]
+inputs = ["out"]
+output = "final"
+
+[[transforms.steps]]
+op = "filter"
+expression = "price > > 100"
+`);
+    const result = await runCli(["run", invalid]);
+    expect(result.code).not.toBe(0);
+    expect(result.output).toContain("stage 2");
+    expect(result.output).toContain("step 1");
+    expect(result.output).toContain('field "expression"');
+    expect(await committedOffsets(group, [input])).toEqual(before);
+
+    const validated = await runCli(["validate", invalid]);
+    expect(validated.code).not.toBe(0);
+    expect(validated.output).toContain("stage 2, step 1 (op \"filter\"), field \"expression\"");
+  });
+
+  test("kill -9 mid-run and restart: every expected record comes out (at-least-once)", async () => {
+    const name = uniqueName("crash");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    await produce(trades(input, 0, 20_000));
+    const file = writePipeline(filterPipeline(name, input, output));
+    const expected = expectedIds(0, 20_000);
+
+    const first = startCli(["run", file], { env: { STREAM_CONSUMERS: "2", STREAM_BATCH_SIZE: "200" } });
+    await waitFor(() => (lastRecord(first.records)?.metrics?.emitted ?? 0) > 1000, 120_000, "the first run to emit");
+    first.child.kill("SIGKILL");
+    expect(await first.exited).toBe("SIGKILL");
+
+    const { code } = await runUntil(file, output, expected.length, { env: { STREAM_CONSUMERS: "2" } });
+    expect(code).toBe(0);
+    const out = await consumeAll(output, { quietMs: 3000 });
+    const ids = new Set(out.map((r) => json(r).id as number));
+    expect([...ids].sort((a, b) => a - b)).toEqual(expected);
+    console.log(`kill -9 and restart: ${out.length} records out, ${out.length - ids.size} duplicates`);
+  });
+});
+
+describe("the spine on Deno", () => {
+  test("the same filter pipeline, a smaller run, with 2 consumers in workers", async () => {
+    const name = uniqueName("deno");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    await produce(trades(input, 0, 2000));
+    const file = writePipeline(filterPipeline(name, input, output));
+    const expected = expectedIds(0, 2000);
+    const { code, run } = await runUntil(file, output, expected.length, { runtime: "deno", env: { STREAM_CONSUMERS: "2" } });
+    expect(code).toBe(0);
+    const m = lastRecord(run.records)!.metrics!;
+    expect(lastRecord(run.records)!.status).toBe("STOPPED");
+    expect(m.consumed).toBe(m.emitted + m.dropped + m.poison);
+    const out = await consumeAll(output, { quietMs: 3000 });
+    expect([...new Set(out.map((r) => json(r).id as number))].sort((a, b) => a - b)).toEqual(expected);
+  });
+});
