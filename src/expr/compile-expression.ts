@@ -1,0 +1,59 @@
+/**
+ * The entry point: compile once (at validation time), evaluate per row.
+ */
+import { columnsOf } from "./ast.ts";
+import { compileCel } from "./cel-expression.ts";
+import { compileTree } from "./compiler.ts";
+import { ExpressionCompileError, ExpressionEvalError } from "./expression-errors.ts";
+import { defaultFunctions, type FunctionRegistry } from "./function-registry.ts";
+import { parse } from "./parser.ts";
+import type { Row, Value } from "./value.ts";
+
+export interface CompiledExpression {
+  readonly source: string;
+  readonly language: "fv" | "cel";
+  /** Top-level columns the expression reads (deduplicated, in first-read order). For `a.b[0]` it is `a`. */
+  readonly columns: readonly string[];
+  /** Evaluate on one row. Throws ExpressionEvalError on a runtime error; never anything else. */
+  evaluate(row: Row): Value;
+}
+
+export interface CompileOptions {
+  /** "fv" (the default) is the value dialect; "cel" runs the expression with @bufbuild/cel. */
+  language?: "fv" | "cel";
+  /** The functions calls resolve against; `defaultFunctions` when omitted. fv only. */
+  functions?: FunctionRegistry;
+}
+
+/**
+ * Compiles an expression. Throws `ExpressionCompileError` (with line and column) for a syntax
+ * error, an unknown function or a wrong number of arguments.
+ *
+ * @example
+ * const keep = compileExpression("price > 100 && sym != 'XYZ'");
+ * keep.columns;                                  // ["price", "sym"]
+ * keep.evaluate({ price: 120, sym: "ABC" });     // true
+ */
+export function compileExpression(source: string, options: CompileOptions = {}): CompiledExpression {
+  if (typeof source !== "string") {
+    throw new ExpressionCompileError("syntax", `an expression must be a string, got ${typeof source}`, "", 0);
+  }
+  const language = options.language ?? "fv";
+  if (language === "cel") return compileCel(source);
+  if (language !== "fv") {
+    throw new ExpressionCompileError("syntax", `unknown expression language ${JSON.stringify(language)}`, source, 0);
+  }
+  const tree = parse(source);
+  const root = compileTree(tree, source, options.functions ?? defaultFunctions);
+  const evaluate = (row: Row): Value => {
+    try {
+      return root(row);
+    } catch (e) {
+      if (e instanceof ExpressionEvalError) throw e;
+      // Only a bug gets here; report it as this row's failure rather than let it escape.
+      const detail = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      throw new ExpressionEvalError("internal_error", detail, source, 0, { cause: e });
+    }
+  };
+  return Object.freeze({ source, language: "fv" as const, columns: Object.freeze(columnsOf(tree)), evaluate });
+}
