@@ -4,7 +4,7 @@
 import { columnsOf } from "./ast.ts";
 import { compileCel } from "./cel-expression.ts";
 import { compileTree } from "./compiler.ts";
-import { ExpressionCompileError, ExpressionEvalError } from "./expression-errors.ts";
+import { ExpressionCompileError } from "./expression-errors.ts";
 import { defaultFunctions, type FunctionRegistry } from "./function-registry.ts";
 import { parse } from "./parser.ts";
 import type { Row, Value } from "./value.ts";
@@ -44,16 +44,10 @@ export function compileExpression(source: string, options: CompileOptions = {}):
     throw new ExpressionCompileError("syntax", `unknown expression language ${JSON.stringify(language)}`, source, 0);
   }
   const tree = parse(source);
-  const root = compileTree(tree, source, options.functions ?? defaultFunctions);
-  const evaluate = (row: Row): Value => {
-    try {
-      return root(row);
-    } catch (e) {
-      if (e instanceof ExpressionEvalError) throw e;
-      // Only a bug gets here; report it as this row's failure rather than let it escape.
-      const detail = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
-      throw new ExpressionEvalError("internal_error", detail, source, 0, { cause: e });
-    }
-  };
+  // `evaluate` is the root closure itself, not a wrapper around it: a wrapper would be one
+  // piece of code calling every expression's root, a call site the JIT cannot inline through
+  // (measured: 10-15 points of the hand-written speed). Every closure throws only
+  // ExpressionEvalError for any object row; function calls wrap what user code throws.
+  const evaluate = compileTree(tree, source, options.functions ?? defaultFunctions);
   return Object.freeze({ source, language: "fv" as const, columns: Object.freeze(columnsOf(tree)), evaluate });
 }

@@ -15,6 +15,7 @@ import {
   arithmetic,
   conditional,
   equality,
+  equalityColumnConstant,
   equalityConstant,
   isPlainConstant,
   logical,
@@ -24,6 +25,7 @@ import {
   negate,
   not,
   ordering,
+  orderingColumnNumber,
   orderingNumber,
   type Evaluator,
   type Fail,
@@ -35,6 +37,8 @@ interface Compiled {
   /** Set when the subtree is a constant; then `value` holds it. */
   readonly constant: boolean;
   readonly value: Value;
+  /** Set when the subtree is a plain column read (`row[column]`), so a parent can inline it. */
+  readonly column?: string;
 }
 
 const EMPTY_ROW: Row = Object.freeze({});
@@ -74,7 +78,9 @@ class Compiler {
       case "literal":
         return constant(node.value);
       case "column":
-        return dynamic(this.#column(node.name));
+        return inherited(node.name)
+          ? dynamic(this.#column(node.name))
+          : { fn: this.#column(node.name), constant: false, value: null, column: node.name };
       case "member": {
         const object = this.compile(node.object);
         return this.#fold(this.#field(object, node.name, node.pos, false), object);
@@ -213,15 +219,25 @@ class Compiler {
         fn = arithmetic(op, left.fn, right.fn, pos, fail);
         break;
       case "<": case "<=": case ">": case ">=":
-        fn = right.constant && typeof right.value === "number"
-          ? orderingNumber(op, left.fn, right.value, pos, fail)
-          : ordering(op, left.fn, right.fn, pos, fail);
+        if (right.constant && typeof right.value === "number") {
+          fn = left.column !== undefined
+            ? orderingColumnNumber(op, left.column, right.value, pos, fail)
+            : orderingNumber(op, left.fn, right.value, pos, fail);
+        } else {
+          fn = ordering(op, left.fn, right.fn, pos, fail);
+        }
         break;
-      case "==": case "!=":
-        if (right.constant && isPlainConstant(right.value)) fn = equalityConstant(op, left.fn, right.value);
-        else if (left.constant && isPlainConstant(left.value)) fn = equalityConstant(op, right.fn, left.value);
-        else fn = equality(op, left.fn, right.fn);
+      case "==": case "!=": {
+        const [other, c] = right.constant ? [left, right] : [right, left];
+        if (c.constant && isPlainConstant(c.value)) {
+          fn = other.column !== undefined
+            ? equalityColumnConstant(op, other.column, c.value)
+            : equalityConstant(op, other.fn, c.value);
+        } else {
+          fn = equality(op, left.fn, right.fn);
+        }
         break;
+      }
       case "&&": case "||":
         fn = logical(op, left.fn, right.fn, pos, fail);
         break;
@@ -306,6 +322,24 @@ class Compiler {
       fn = () => {
         try {
           return body(NO_ARGS, ctx) ?? null;
+        } catch (e) {
+          throw wrap(e);
+        }
+      };
+    } else if (n === 1 && args[0]!.column !== undefined) {
+      // `f(column)`, the most common call: read the row directly.
+      const name = args[0]!.column;
+      const buffer: Value[] = [null];
+      fn = (row) => {
+        const v = row[name] as Value | undefined;
+        if (v === undefined || v === null) {
+          if (propagate) return null;
+          buffer[0] = null;
+        } else {
+          buffer[0] = v;
+        }
+        try {
+          return body(buffer, ctx) ?? null;
         } catch (e) {
           throw wrap(e);
         }

@@ -23,9 +23,8 @@ export type CompileErrorReason = "syntax" | "unknown_function" | "arity" | "inva
  * - `division_by_zero`: the right side of `/` or `%` was 0.
  * - `function_error`: a function call failed (bad argument value, user function threw).
  * - `cel_error`: any other CEL runtime error (unbound variable, missing key, overflow ...).
- * - `internal_error`: a bug in the evaluator; it is reported rather than let escape.
  */
-export type EvalErrorReason = "type_error" | "division_by_zero" | "function_error" | "cel_error" | "internal_error";
+export type EvalErrorReason = "type_error" | "division_by_zero" | "function_error" | "cel_error";
 
 const compileLabels: Record<CompileErrorReason, string> = {
   syntax: "syntax error",
@@ -40,7 +39,6 @@ const evalLabels: Record<EvalErrorReason, string> = {
   division_by_zero: "division by zero",
   function_error: "function error",
   cel_error: "CEL error",
-  internal_error: "internal error",
 };
 
 /** A point in a source: 1-based line and column (columns count UTF-16 code units). */

@@ -149,6 +149,39 @@ export function orderingNumber(op: "<" | "<=" | ">" | ">=", l: Evaluator, c: num
   }
 }
 
+/**
+ * `column < number` and friends reading the row directly: the shape most filters have, and
+ * measurably faster than going through the column's own closure.
+ */
+export function orderingColumnNumber(op: "<" | "<=" | ">" | ">=", name: string, c: number, pos: number, fail: Fail): Evaluator {
+  const slow = (v: unknown): Value => {
+    if (v === undefined || v === null) return null;
+    throw fail("type_error", mismatch(op, v as Value, c), pos);
+  };
+  switch (op) {
+    case "<":
+      return (row) => {
+        const a = row[name];
+        return typeof a === "number" ? a < c : slow(a);
+      };
+    case "<=":
+      return (row) => {
+        const a = row[name];
+        return typeof a === "number" ? a <= c : slow(a);
+      };
+    case ">":
+      return (row) => {
+        const a = row[name];
+        return typeof a === "number" ? a > c : slow(a);
+      };
+    case ">=":
+      return (row) => {
+        const a = row[name];
+        return typeof a === "number" ? a >= c : slow(a);
+      };
+  }
+}
+
 export function equality(op: "==" | "!=", l: Evaluator, r: Evaluator): Evaluator {
   return op === "=="
     ? (row) => equal(l(row), r(row))
@@ -158,6 +191,22 @@ export function equality(op: "==" | "!=", l: Evaluator, r: Evaluator): Evaluator
 /** Equality against a primitive constant: plain `===`, with no deep compare possible. */
 export function equalityConstant(op: "==" | "!=", l: Evaluator, c: Value): Evaluator {
   return op === "==" ? (row) => l(row) === c : (row) => l(row) !== c;
+}
+
+/** `column == constant` reading the row directly; a missing column is null. */
+export function equalityColumnConstant(op: "==" | "!=", name: string, c: Value): Evaluator {
+  if (c === null) {
+    return op === "=="
+      ? (row) => {
+        const v = row[name];
+        return v === undefined || v === null;
+      }
+      : (row) => {
+        const v = row[name];
+        return v !== undefined && v !== null;
+      };
+  }
+  return op === "==" ? (row) => row[name] === c : (row) => row[name] !== c;
 }
 
 /**
@@ -203,6 +252,22 @@ export function logicalChain(op: "&&" | "||", operands: readonly Evaluator[], po
   const check = (v: Value, i: number): never => {
     throw fail("type_error", `'${op}' needs booleans, got ${kindOf(v)} on the ${i === 0 ? "left" : "right"}`, positions[i]!);
   };
+  if (n === 3) {
+    // The common three-clause filter, unrolled: three call sites that each stay monomorphic.
+    const [o0, o1, o2] = operands as [Evaluator, Evaluator, Evaluator];
+    return (row) => {
+      const a = o0(row);
+      if (a === decisive) return decisive;
+      if (a !== null && a !== !decisive) check(a, 0);
+      const b = o1(row);
+      if (b === decisive) return decisive;
+      if (b !== null && b !== !decisive) check(b, 1);
+      const c = o2(row);
+      if (c === decisive) return decisive;
+      if (c !== null && c !== !decisive) check(c, 2);
+      return a === null || b === null || c === null ? null : !decisive;
+    };
+  }
   return (row) => {
     let unknown = false;
     for (let i = 0; i < n; i++) {
