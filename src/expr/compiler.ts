@@ -4,7 +4,8 @@
  * Along the way it resolves function names and arities against the registry (compile errors),
  * folds constant subtrees (a fold that would fail is left for run time, so `false && 1/0 > 1`
  * still never divides), and picks specialised closures for common shapes (`col > 100`,
- * `col != 'x'`, `s + '-'`, `x in [...]`).
+ * `col != 'x'` and `f(col)` read the row directly; `s + '-'`; `x in [...]` as a set lookup;
+ * `a && b && c` as one closure).
  */
 import type { Node } from "./ast.ts";
 import { ExpressionCompileError, ExpressionEvalError } from "./expression-errors.ts";
@@ -30,7 +31,7 @@ import {
   type Evaluator,
   type Fail,
 } from "./operators.ts";
-import { deepFreeze, isObject, kindOf, ownField, type Row, type Value } from "./value.ts";
+import { frozenCopy, isObject, kindOf, ownField, type Row, type Value } from "./value.ts";
 
 interface Compiled {
   readonly fn: Evaluator;
@@ -45,7 +46,7 @@ const EMPTY_ROW: Row = Object.freeze({});
 const NO_ARGS: readonly Value[] = Object.freeze([]);
 
 function constant(value: Value): Compiled {
-  const frozen = deepFreeze(value);
+  const frozen = frozenCopy(value);
   return { fn: () => frozen, constant: true, value: frozen };
 }
 
@@ -112,16 +113,15 @@ class Compiler {
 
   /**
    * Evaluates `fn` once now when every input is constant (with no inputs, `fn` must not read
-   * the row: only a pure zero-argument call is folded that way). A failing fold is kept as a closure:
-   * the error belongs to the rows that reach it, not to the compile.
+   * the row: only a pure zero-argument call is folded that way). A failing fold is kept as a
+   * closure: the error belongs to the rows that reach it, not to the compile.
    */
-  #fold(fn: Evaluator | Compiled, ...inputs: Compiled[]): Compiled {
-    const compiled = typeof fn === "function" ? dynamic(fn) : fn;
-    if (compiled.constant || !inputs.every((input) => input.constant)) return compiled;
+  #fold(fn: Evaluator, ...inputs: Compiled[]): Compiled {
+    if (!inputs.every((input) => input.constant)) return dynamic(fn);
     try {
-      return constant(compiled.fn(EMPTY_ROW));
+      return constant(fn(EMPTY_ROW));
     } catch {
-      return compiled;
+      return dynamic(fn);
     }
   }
 
@@ -252,7 +252,7 @@ class Compiler {
     return this.#fold(fn, left, right);
   }
 
-  /** A left-nested run of the same `&&` or `||`, compiled as one loop. */
+  /** A left-nested run of the same `&&` or `||`, compiled as one closure. */
   #chain(node: Extract<Node, { kind: "binary" }>): Compiled {
     const op = node.op as "&&" | "||";
     const nodes: Node[] = [];

@@ -242,7 +242,7 @@ export function logical(op: "&&" | "||", l: Evaluator, r: Evaluator, pos: number
 }
 
 /**
- * A chain `a && b && c ...` (or `||`) as one loop: the same three-valued result and
+ * A chain `a && b && c ...` (or `||`) as one closure: the same three-valued result and
  * short-circuit as the nested pairs, with one call per operand instead of one per pair.
  * `positions[i]` is the operator before operand i (operand 0 uses the first operator).
  */

@@ -79,11 +79,17 @@ export function valuesEqual(a: unknown, b: unknown): boolean {
   return true;
 }
 
-/** Freezes a constant list or object (and everything inside) so shared constants stay constant. */
-export function deepFreeze<T extends Value>(value: T): T {
-  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
-    for (const item of Object.values(value)) deepFreeze(item);
-    Object.freeze(value);
+/**
+ * A frozen copy of a constant list or object, so a shared constant stays constant and freezing
+ * it never touches a value someone else owns (a user function's result, folded at compile time).
+ */
+export function frozenCopy(value: Value): Value {
+  if (typeof value !== "object" || value === null) return value;
+  if (Array.isArray(value)) return Object.freeze(value.map((item) => frozenCopy(item))) as Value[];
+  const copy: { [key: string]: Value } = {};
+  for (const key of Object.keys(value)) {
+    // defineProperty, not assignment: a "__proto__" key must stay an ordinary own key.
+    Object.defineProperty(copy, key, { value: frozenCopy(value[key]!), enumerable: true });
   }
-  return value;
+  return Object.freeze(copy);
 }

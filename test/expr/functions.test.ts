@@ -502,3 +502,16 @@ describe("the function registry", () => {
     expect(run("'x' + where()", {}, { functions })).toBe("xwhere@6 in 'x' + where()");
   });
 });
+
+describe("constant results", () => {
+  test("a folded function result is copied before it is frozen, so the function's own data stays writable", () => {
+    const table = { a: [1, 2] };
+    const functions = defaultFunctions.extend({ config: { minArgs: 0, maxArgs: 0, fn: () => table } });
+    const e = compileExpression("config()", { functions });
+    expect(e.evaluate({})).toEqual({ a: [1, 2] });
+    expect(Object.isFrozen(e.evaluate({}))).toBe(true);
+    expect(Object.isFrozen(table)).toBe(false);
+    table.a.push(3);
+    expect(e.evaluate({})).toEqual({ a: [1, 2] });
+  });
+});

@@ -375,6 +375,21 @@ describe("logic with && and ||", () => {
     expect(run("a || b || c", { a: null, b: true, c: 5 })).toBe(true);
     expect(run("a || b || c", { a: false, b: false, c: null })).toBe(null);
   });
+
+  test("longer chains follow the same rules", () => {
+    const and4 = "a && b && c && d";
+    expect(run(and4, { a: true, b: true, c: true, d: true })).toBe(true);
+    expect(run(and4, { a: true, b: null, c: true, d: true })).toBe(null);
+    expect(run(and4, { a: null, b: true, c: true, d: false })).toBe(false);
+    expect(run(and4, { a: true, b: false, c: 5, d: 5 })).toBe(false);
+    const or5 = "a || b || c || d || e";
+    expect(run(or5, { a: false, b: false, c: false, d: false, e: false })).toBe(false);
+    expect(run(or5, { a: null, b: false, c: false, d: false, e: false })).toBe(null);
+    expect(run(or5, { a: null, b: false, c: false, d: true, e: 5 })).toBe(true);
+    const e = evalError(and4, { a: true, b: true, c: true, d: "x" });
+    expect([e.column, e.detail]).toEqual([13, "'&&' needs booleans, got string on the right"]);
+    expect(evalError(and4, { a: 1 }).column).toBe(3);
+  });
 });
 
 describe("the conditional ?:", () => {
