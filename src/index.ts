@@ -16,3 +16,4 @@ export { groupIdOf } from "./loop/plan.ts";
 export { planStream, runStream, type RunStreamOptions, type StreamPlan } from "./loop/run-stream.ts";
 export type * from "./kafka/port.ts";
 export { loadKafkaClient } from "./kafka/clients.ts";
+export { rowPipeline, type RowCounters, type RowPipelineOptions } from "./steps/rows.ts";

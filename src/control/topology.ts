@@ -77,6 +77,15 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
     fail(`invalid topology: ${where(index, undefined, undefined, field)}: ${message}`, { stage: index + 1, field });
   }
   const def = parsed.output as StageDef;
+  // A stage is inline steps around at most one operator or compute step.
+  const heavy = def.steps.map((step, i) => ({ op: step.op, i })).filter(({ op }) => plannedSteps.has(op));
+  if (heavy.length > 1) {
+    const second = heavy[1]!;
+    fail(
+      `invalid topology: ${where(index, second.i, second.op, "op")}: a stage holds at most one operator or compute step, and this one already has "${heavy[0]!.op}" (step ${heavy[0]!.i + 1}). Split it into two stages.`,
+      { stage: index + 1, step: second.i + 1, field: "op", op: second.op },
+    );
+  }
   const steps = def.steps.map((step, stepIndex) => compileStep(step, index, stepIndex, functions));
   return { index, def, steps, process: chain(steps) };
 }

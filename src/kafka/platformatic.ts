@@ -49,7 +49,9 @@ function classify(error: unknown, what: string): FvError {
   const text = error instanceof Error ? error.message : String(error);
   // deno-lint-ignore no-explicit-any
   const e = error as any;
-  const fenced = e?.findBy?.("fencedInstanceId", true) || /fenced|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID/i.test(text);
+  // needsRejoin: the group moved to a new generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+  // REBALANCE_IN_PROGRESS): this member's view is stale, like a fenced one.
+  const fenced = e?.findBy?.("needsRejoin", true) || e?.findBy?.("fencedInstanceId", true) || /fenced|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID/i.test(text);
   const code = fenced ? "KAFKA_FENCED" : e?.code === "PLT_KFK_NETWORK" || e?.code === "PLT_KFK_TIMEOUT" || e?.canRetry ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   return new FvError(code, `${what} failed: ${text}`, { cause: error });
 }
@@ -59,12 +61,22 @@ class PlatformaticConsumer implements GroupConsumer {
   readonly #options: ConsumerOptions;
   #stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | undefined;
   #owned = new Map<string, TopicPartition>();
+  /**
+   * Next offset to hand out per owned partition. After every join the library rewinds all
+   * partitions to their committed offsets; records below this position of a partition we kept
+   * were already handed to the loop, so they are skipped rather than processed twice.
+   */
+  readonly #position = new Map<string, bigint>();
   #waiter: (() => void) | undefined;
+  /** Records received and not yet polled; the stream pauses when it holds `#maxBuffered`. */
+  #buffer: Array<Message<Buffer, Buffer, Buffer, Buffer>> = [];
+  readonly #maxBuffered: number;
   #error: unknown;
   #closed = false;
 
   constructor(brokers: string[], options: ConsumerOptions) {
     this.#options = options;
+    this.#maxBuffered = options.maxBuffered ?? 4096;
     this.#consumer = new PltConsumer({
       groupId: options.groupId,
       clientId: options.clientId,
@@ -82,7 +94,8 @@ class PlatformaticConsumer implements GroupConsumer {
       const revoked = [...this.#owned].filter(([k]) => !next.has(k)).map(([, tp]) => tp);
       const assigned = [...next].filter(([k]) => !this.#owned.has(k)).map(([, tp]) => tp);
       this.#owned = next;
-      options.listener?.onAssignment?.({ assigned, revoked, owned: [...next.values()] });
+      for (const tp of revoked) this.#position.delete(key(tp.topic, tp.partition));
+      if (assigned.length || revoked.length) options.listener?.onAssignment?.({ assigned, revoked, owned: [...next.values()] });
     });
   }
 
@@ -93,13 +106,20 @@ class PlatformaticConsumer implements GroupConsumer {
         mode: "committed",
         fallbackMode: this.#options.offsetReset,
         autocommit: false,
-        highWaterMark: this.#options.maxBuffered ?? 4096,
+        highWaterMark: 1024,
       });
     } catch (error) {
       throw classify(error, `joining group ${this.#options.groupId}`);
     }
-    this.#stream.on("readable", () => this.#wake());
-    this.#stream.on("error", (error: unknown) => {
+    // Flowing mode with pause/resume for backpressure: the path the library's fetch loop
+    // restarts reliably (pull mode with read() stalled after rebalances here).
+    const stream = this.#stream;
+    stream.on("data", (message: Message<Buffer, Buffer, Buffer, Buffer>) => {
+      this.#buffer.push(message);
+      if (this.#buffer.length >= this.#maxBuffered && !stream.isPaused()) stream.pause();
+      this.#wake();
+    });
+    stream.on("error", (error: unknown) => {
       this.#error = error;
       this.#wake();
     });
@@ -112,14 +132,18 @@ class PlatformaticConsumer implements GroupConsumer {
   }
 
   #drain(max: number, out: InboundRecord[]): void {
-    const stream = this.#stream!;
-    while (out.length < max) {
-      const message = stream.read() as Message<Buffer, Buffer, Buffer, Buffer> | null;
-      if (message === null) return;
+    const buffer = this.#buffer;
+    let taken = 0;
+    while (out.length < max && taken < buffer.length) {
+      const message = buffer[taken++]!;
+      const k = key(message.topic, message.partition);
       // A record of a partition revoked since it was fetched: its new owner reads it again.
-      if (!this.#owned.has(key(message.topic, message.partition))) continue;
+      if (!this.#owned.has(k)) continue;
+      const position = this.#position.get(k);
+      if (position !== undefined && message.offset < position) continue;
+      this.#position.set(k, message.offset + 1n);
       const headers: Array<[string, Uint8Array]> = [];
-      for (const [k, v] of message.headers) headers.push([k.toString(), v]);
+      for (const [hk, hv] of message.headers) headers.push([hk.toString(), hv]);
       out.push({
         topic: message.topic,
         partition: message.partition,
@@ -130,6 +154,9 @@ class PlatformaticConsumer implements GroupConsumer {
         headers,
       });
     }
+    this.#buffer = taken === buffer.length ? [] : buffer.slice(taken);
+    const stream = this.#stream!;
+    if (stream.isPaused() && this.#buffer.length < this.#maxBuffered / 2 && !this.#closed) stream.resume();
   }
 
   async poll(max: number, timeoutMs: number): Promise<InboundRecord[]> {
@@ -181,7 +208,8 @@ class PlatformaticConsumer implements GroupConsumer {
 class PlatformaticProducer implements Producer {
   readonly #producer: PltProducer;
   constructor(brokers: string[], clientId: string) {
-    this.#producer = new PltProducer({ clientId, bootstrapBrokers: brokers, acks: -1, autocreateTopics: false });
+    // Idempotent: a retried send (e.g. while a new topic's leaders settle) never writes a record twice.
+    this.#producer = new PltProducer({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false });
   }
 
   async send(records: OutboundRecord[]): Promise<void> {

@@ -22,7 +22,7 @@ export interface InboundRecord {
 /** A record to write. No partition: the client's default partitioner picks it by key. */
 export interface OutboundRecord {
   topic: string;
-  key: Uint8Array | null;
+  key: Uint8Array | string | null;
   value: Uint8Array | string | null;
   headers?: Array<[string, Uint8Array | string]>;
   partition?: number;

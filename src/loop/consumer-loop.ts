@@ -95,6 +95,11 @@ export class ConsumerLoop {
     this.#state = next;
   }
 
+  /** A background failure (a commit) that the loop raises at its next turn. */
+  #fail(error: unknown): void {
+    this.#error ??= error instanceof FvError ? error : new FvError("KAFKA_FATAL", String(error), { cause: error });
+  }
+
   /** Asks the loop to finish its in-flight batch, commit and leave. Idempotent. */
   stop(): void {
     this.#stopRequested = true;
@@ -121,7 +126,7 @@ export class ConsumerLoop {
         listener: {
           onRebalance: () => {
             // 1. A rebalance started: commit what is acknowledged while this generation holds.
-            void this.#commit().catch((error) => this.#log("warn", `commit at rebalance failed: ${(error as Error).message}`));
+            void this.#commit(true).catch((error) => this.#log("warn", `commit at rebalance failed: ${(error as Error).message}`));
           },
           onAssignment: ({ assigned, revoked, owned }) => {
             // 2. Revoked partitions: their in-flight work is dropped (the new owner reads it again
@@ -155,9 +160,11 @@ export class ConsumerLoop {
           break;
         }
         if (now - lastCommit >= settings.checkpointIntervalMs) {
-          await this.#commit();
+          // Not awaited: the next batch runs while the commit is in flight (commits are chained).
+          void this.#commit().catch((error) => this.#fail(error));
           lastCommit = now;
         }
+        if (this.#error) throw this.#error;
       }
       this.#to("STOPPING");
       await this.#commit();
@@ -253,41 +260,55 @@ export class ConsumerLoop {
     }
   }
 
-  /** Commits acknowledged offsets of owned partitions. Serialized: one commit at a time. */
-  #commit(): Promise<void> {
-    const run = this.#commitChain.then(async () => {
-      if (!this.#consumer || this.#pending.size === 0) return;
-      const owned = new Set(this.#consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
-      const offsets: CommitOffset[] = [];
-      for (const [k, o] of this.#pending) {
-        const committed = this.#committed.get(k);
-        if (owned.has(k) && (committed === undefined || o.offset > committed)) offsets.push(o);
-      }
-      this.#pending.clear();
+  /**
+   * Commits acknowledged offsets of owned partitions. Serialized: one commit at a time, except
+   * that `immediate` sends at once, synchronously: at the start of a rebalance the client is
+   * about to send JoinGroup, and a commit queued behind it on the coordinator connection would
+   * arrive after the generation changed.
+   */
+  #commit(immediate = false): Promise<void> {
+    const send = async () => {
+      const offsets = this.#takeCommittable();
       if (offsets.length === 0) return;
       try {
-        await this.#consumer.commit(offsets);
+        await this.#consumer!.commit(offsets);
       } catch (error) {
-        // Fenced (the group moved on): the partitions' new owners restart from the last commit.
-        const recovery = recoveryOf(error);
-        if (recovery === "retryable") {
-          // Put the offsets back unless newer ones arrived meanwhile; the next commit retries.
-          for (const o of offsets) {
-            const k = tpKey(o.topic, o.partition);
-            if (!this.#pending.has(k)) this.#pending.set(k, o);
-          }
-        }
-        if (recovery === "fenced" || recovery === "retryable") {
-          this.#log("warn", `offset commit skipped: ${(error as Error).message}`);
-          return;
-        }
-        throw error;
+        this.#commitFailed(offsets, error);
+        return;
       }
       for (const o of offsets) this.#committed.set(tpKey(o.topic, o.partition), o.offset);
       this.counters.commits++;
-    });
-    this.#commitChain = run.catch(() => {});
+    };
+    const run = immediate ? send() : this.#commitChain.then(send);
+    this.#commitChain = this.#commitChain.then(() => run).catch(() => {});
     return run;
+  }
+
+  /** Takes the pending offsets that are worth committing: owned partitions, moving forward. */
+  #takeCommittable(): CommitOffset[] {
+    if (!this.#consumer || this.#pending.size === 0) return [];
+    const owned = new Set(this.#consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
+    const offsets: CommitOffset[] = [];
+    for (const [k, o] of this.#pending) {
+      const committed = this.#committed.get(k);
+      if (owned.has(k) && (committed === undefined || o.offset > committed)) offsets.push(o);
+    }
+    this.#pending.clear();
+    return offsets;
+  }
+
+  #commitFailed(offsets: CommitOffset[], error: unknown): void {
+    const recovery = recoveryOf(error);
+    if (recovery === "retryable") {
+      // Put the offsets back unless newer ones arrived meanwhile; the next commit retries.
+      for (const o of offsets) {
+        const k = tpKey(o.topic, o.partition);
+        if (!this.#pending.has(k)) this.#pending.set(k, o);
+      }
+    }
+    if (recovery !== "fenced" && recovery !== "retryable") throw error;
+    // Fenced (the group moved on): the partitions' new owners restart from the last commit.
+    this.#log("warn", `offset commit skipped: ${(error as Error).message}`, { consumer: this.#plan.consumerIndex });
   }
 
   async #close(): Promise<void> {

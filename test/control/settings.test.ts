@@ -7,7 +7,7 @@ describe("parseSettings", () => {
       brokers: "127.0.0.1:9092",
       consumers: 1,
       batchSize: 1000,
-      checkpointIntervalMs: 1000,
+      checkpointIntervalMs: 200,
       offsetReset: "earliest",
       idleTimeoutMs: 0,
       heartbeatIntervalMs: 5000,

@@ -69,3 +69,12 @@ describe("compileTopology", () => {
     expect(errorOf(() => compileTopology({ stages: [] })).message).toContain("no stage");
   });
 });
+
+describe("stage shape", () => {
+  test("a stage with two operator steps is refused, naming the second", () => {
+    const e = errorOf(() =>
+      compileTopology({ stages: [stage([{ op: "topN", n: 3 }, { op: "filter", expression: "a > 1" }, { op: "lastN", n: 2 }])] }),
+    );
+    expect(e.message).toContain('stage 1, step 3 (op "lastN"), field "op": a stage holds at most one operator or compute step');
+  });
+});

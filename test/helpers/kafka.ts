@@ -82,3 +82,26 @@ export const header = (record: InboundRecord, name: string) => {
   const found = record.headers.find(([k]) => k === name);
   return found ? decoder.decode(found[1]) : undefined;
 };
+
+/**
+ * Reads a topic from the start in the background, collecting every record, until stopped.
+ * Lets a test wait for an exact output set while the pipeline runs.
+ */
+export function collect(topic: string) {
+  const consumer = client.consumer({ groupId: uniqueName("fv-test-collector"), clientId: "fv-test-collector", topics: [topic], offsetReset: "earliest" });
+  const records: InboundRecord[] = [];
+  let running = true;
+  const done = (async () => {
+    await consumer.start();
+    while (running) records.push(...(await consumer.poll(5000, 200)));
+  })();
+  return {
+    records,
+    async stop(): Promise<InboundRecord[]> {
+      running = false;
+      await done.catch(() => {});
+      await consumer.close();
+      return records;
+    },
+  };
+}

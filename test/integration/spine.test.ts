@@ -4,7 +4,8 @@
 import { describe, expect, test } from "bun:test";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
 import { lastRecord, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
-import { committedOffsets, consumeAll, createTopic, header, json, produce, text, uniqueName } from "../helpers/kafka.ts";
+import type { InboundRecord } from "../../src/kafka/port.ts";
+import { collect, committedOffsets, consumeAll, createTopic, header, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
 
 /** A trade row of about 200 bytes; price cycles 0..199 so 99 of every 200 pass `price > 100`. */
 function trade(id: number) {
@@ -36,21 +37,37 @@ expression = "price > 100"
 `;
 }
 
-/** Runs the pipeline until the output holds `expected` records, then SIGTERMs it. */
-async function runUntil(file: string, output: string, expected: number, options: { runtime?: "bun" | "deno"; env?: Record<string, string> } = {}) {
+/**
+ * Runs the pipeline until its output topic holds every expected id, then SIGTERMs it.
+ * Returns the exit code, the run, and every output record read meanwhile.
+ */
+async function runUntil(file: string, output: string, expected: number[], options: { runtime?: "bun" | "deno"; env?: Record<string, string> } = {}) {
   const run = startCli(["run", file], options);
-  let seen = 0;
-  await waitFor(async () => {
-    if (run.child.exitCode !== null) throw new Error(`pipeline exited early:\n${run.lines.join("\n")}`);
-    const m = lastRecord(run.records)?.metrics;
-    if (!m || m.emitted < expected) return false;
-    seen = (await consumeAll(output, { expected, quietMs: 3000 })).length;
-    return seen >= expected;
-  }, 180_000, `${expected} output records`);
+  // The pipeline creates the output topic; read it once it exists.
+  await waitFor(async () => (await partitionCount(output)) !== undefined || run.child.exitCode !== null, 60_000, `topic ${output}`);
+  const collector = collect(output);
+  const missing = () => {
+    const seen = new Set(collector.records.map((r) => json(r).id as number));
+    return expected.filter((id) => !seen.has(id)).length;
+  };
+  try {
+    await waitFor(() => {
+      if (run.child.exitCode !== null) throw new Error("pipeline exited early");
+      return missing() === 0;
+    }, 120_000, `${expected.length} output records`);
+  } catch (error) {
+    run.child.kill("SIGKILL");
+    await collector.stop();
+    const logs = run.lines.filter((l) => !l.startsWith("{")).join("\n");
+    throw new Error(`${(error as Error).message} (${missing()} missing)\nlast record: ${JSON.stringify(lastRecord(run.records))}\n${logs}`);
+  }
   run.child.kill("SIGTERM");
   const code = await run.exited;
-  return { code, run };
+  return { code, run, out: await collector.stop() };
 }
+
+/** Sorted distinct ids of output records. */
+const idsOf = (records: InboundRecord[]) => [...new Set(records.map((r) => json(r).id as number))].sort((a, b) => a - b);
 
 describe("the spine on Bun", () => {
   test("10,000 records through a filter with 2 consumers give exactly the expected output and counters that add up", async () => {
@@ -62,7 +79,7 @@ describe("the spine on Bun", () => {
     const file = writePipeline(filterPipeline(name, input, output));
 
     const expected = expectedIds(0, 10_000);
-    const { code, run } = await runUntil(file, output, expected.length, { env: { STREAM_CONSUMERS: "2" } });
+    const { code, run, out } = await runUntil(file, output, expected, { env: { STREAM_CONSUMERS: "2" } });
     expect(code).toBe(0);
 
     const final = lastRecord(run.records)!;
@@ -73,9 +90,8 @@ describe("the spine on Bun", () => {
     expect(m.consumed).toBe(m.emitted + m.dropped + m.poison);
     expect(m.poison).toBe(0);
 
-    const out = await consumeAll(output, { quietMs: 3000 });
     const ids = new Set(out.map((r) => json(r).id as number));
-    expect([...ids].sort((a, b) => a - b)).toEqual(expected);
+    expect(idsOf(out)).toEqual(expected);
     // Keys are kept as they are.
     for (const r of out.slice(0, 50)) expect(text(r.key)).toBe(`k${json(r).id}`);
     // The output topic was created with the input's partition count.
@@ -102,15 +118,14 @@ describe("the spine on Bun", () => {
     const file = writePipeline(filterPipeline(name, input, output, `[datasets.events.policy]\ndeadLetter = "${dlq}"`));
 
     const expected = expectedIds(0, 1000);
-    const { code, run } = await runUntil(file, output, expected.length);
+    const { code, run, out } = await runUntil(file, output, expected);
     expect(code).toBe(0);
     const m = lastRecord(run.records)!.metrics!;
     expect(m.poison).toBe(5);
     expect(m.deadLettered).toBe(5);
     expect(m.poisonByReason).toEqual({ invalid_json: 1, not_object: 4 });
 
-    const out = await consumeAll(output, { expected: expected.length });
-    expect([...new Set(out.map((r) => json(r).id as number))].sort((a, b) => a - b)).toEqual(expected);
+    expect(idsOf(out)).toEqual(expected);
 
     const dead = await consumeAll(dlq, { expected: 5 });
     expect(dead.map((r) => text(r.key)).sort()).toEqual(["p1", "p2", "p3", "p4", "p5"]);
@@ -130,7 +145,7 @@ describe("the spine on Bun", () => {
     await produce(trades(input, 0, 400));
     // A valid run first, so the group has committed offsets to compare against.
     const valid = writePipeline(filterPipeline(name, input, output));
-    const first = await runUntil(valid, output, expectedIds(0, 400).length);
+    const first = await runUntil(valid, output, expectedIds(0, 400));
     expect(first.code).toBe(0);
     const group = `fv-stream-${name}`;
     const before = await committedOffsets(group, [input]);
@@ -163,21 +178,25 @@ expression = "price > > 100"
     const input = `${name}-in`;
     const output = `${name}-out`;
     await createTopic(input, 4);
-    await produce(trades(input, 0, 20_000));
+    await produce(trades(input, 0, 40_000));
     const file = writePipeline(filterPipeline(name, input, output));
-    const expected = expectedIds(0, 20_000);
+    const expected = expectedIds(0, 40_000);
 
-    const first = startCli(["run", file], { env: { STREAM_CONSUMERS: "2", STREAM_BATCH_SIZE: "200" } });
-    await waitFor(() => (lastRecord(first.records)?.metrics?.emitted ?? 0) > 1000, 120_000, "the first run to emit");
+    // Small batches and frequent records, so the kill lands mid-run.
+    const first = startCli(["run", file], { env: { STREAM_CONSUMERS: "2", STREAM_BATCH_SIZE: "100", STREAM_RECORD_INTERVAL_MS: "100" } });
+    await waitFor(() => (lastRecord(first.records)?.metrics?.emitted ?? 0) > 2000, 120_000, "the first run to emit");
+    const emittedBeforeKill = lastRecord(first.records)!.metrics!.emitted;
     first.child.kill("SIGKILL");
     expect(await first.exited).toBe("SIGKILL");
 
-    const { code } = await runUntil(file, output, expected.length, { env: { STREAM_CONSUMERS: "2" } });
+    const { code, run, out } = await runUntil(file, output, expected, { env: { STREAM_CONSUMERS: "2" } });
     expect(code).toBe(0);
-    const out = await consumeAll(output, { quietMs: 3000 });
+    const m = lastRecord(run.records)!.metrics!;
+    expect(m.consumed).toBe(m.emitted + m.dropped + m.poison);
     const ids = new Set(out.map((r) => json(r).id as number));
     expect([...ids].sort((a, b) => a - b)).toEqual(expected);
-    console.log(`kill -9 and restart: ${out.length} records out, ${out.length - ids.size} duplicates`);
+    expect(emittedBeforeKill).toBeLessThan(expected.length);
+    console.log(`kill -9 after ${emittedBeforeKill} emitted, then restart: ${out.length} records out, ${out.length - ids.size} duplicates`);
   });
 });
 
@@ -190,12 +209,11 @@ describe("the spine on Deno", () => {
     await produce(trades(input, 0, 2000));
     const file = writePipeline(filterPipeline(name, input, output));
     const expected = expectedIds(0, 2000);
-    const { code, run } = await runUntil(file, output, expected.length, { runtime: "deno", env: { STREAM_CONSUMERS: "2" } });
+    const { code, run, out } = await runUntil(file, output, expected, { runtime: "deno", env: { STREAM_CONSUMERS: "2" } });
     expect(code).toBe(0);
     const m = lastRecord(run.records)!.metrics!;
     expect(lastRecord(run.records)!.status).toBe("STOPPED");
     expect(m.consumed).toBe(m.emitted + m.dropped + m.poison);
-    const out = await consumeAll(output, { quietMs: 3000 });
-    expect([...new Set(out.map((r) => json(r).id as number))].sort((a, b) => a - b)).toEqual(expected);
+    expect(idsOf(out)).toEqual(expected);
   });
 });
