@@ -24,6 +24,14 @@ export interface Settings {
   recordIntervalMs: number;
   /** How long a poll waits for records before the loop checks commits and signals. */
   pollTimeoutMs: number;
+  /** Outputs, checkpoints and offsets in one Kafka transaction per checkpoint interval. */
+  exactlyOnce: boolean;
+  /** Stable name of this process in the group (e.g. a pod name); part of transactional ids. */
+  instanceId: string | undefined;
+  /** Most time one checkpoint step may take. */
+  checkpointDeadlineMs: number;
+  /** Failed checkpoints in a row before the stream fails. */
+  checkpointMaxFailures: number;
 }
 
 const int = (name: string, min: number) =>
@@ -46,6 +54,10 @@ const schema = v.object({
   STREAM_HEARTBEAT_INTERVAL_MS: v.optional(int("STREAM_HEARTBEAT_INTERVAL_MS", 100), "5000"),
   STREAM_RECORD_INTERVAL_MS: v.optional(int("STREAM_RECORD_INTERVAL_MS", 100), "5000"),
   STREAM_POLL_TIMEOUT_MS: v.optional(int("STREAM_POLL_TIMEOUT_MS", 10), "200"),
+  STREAM_EXACTLY_ONCE: v.optional(v.picklist(["true", "false"], "STREAM_EXACTLY_ONCE must be true or false"), "false"),
+  STREAM_INSTANCE_ID: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "STREAM_INSTANCE_ID may hold letters, digits, '.', '_' and '-' (at most 64)"))),
+  STREAM_CHECKPOINT_DEADLINE_MS: v.optional(int("STREAM_CHECKPOINT_DEADLINE_MS", 100), "10000"),
+  STREAM_CHECKPOINT_MAX_FAILURES: v.optional(int("STREAM_CHECKPOINT_MAX_FAILURES", 1), "5"),
 });
 
 /** Every setting with its meaning and default, for the README and `--help`. */
@@ -59,6 +71,10 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_HEARTBEAT_INTERVAL_MS", "how often the host's heartbeat is asked", "5000"],
   ["STREAM_RECORD_INTERVAL_MS", "how often the build record is sent", "5000"],
   ["STREAM_POLL_TIMEOUT_MS", "how long one poll waits for records", "200"],
+  ["STREAM_EXACTLY_ONCE", "true: outputs, dead letters and offsets in one Kafka transaction per checkpoint interval", "false"],
+  ["STREAM_INSTANCE_ID", "stable name of this process (e.g. the pod name), part of transactional ids: a restart fences its predecessor at once", "random per start"],
+  ["STREAM_CHECKPOINT_DEADLINE_MS", "most time one checkpoint step (state, offsets, transaction) may take", "10000"],
+  ["STREAM_CHECKPOINT_MAX_FAILURES", "failed checkpoints in a row before the stream fails (circuit breaker)", "5"],
 ];
 
 /**
@@ -93,5 +109,9 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     heartbeatIntervalMs: s.STREAM_HEARTBEAT_INTERVAL_MS,
     recordIntervalMs: s.STREAM_RECORD_INTERVAL_MS,
     pollTimeoutMs: s.STREAM_POLL_TIMEOUT_MS,
+    exactlyOnce: s.STREAM_EXACTLY_ONCE === "true",
+    instanceId: s.STREAM_INSTANCE_ID,
+    checkpointDeadlineMs: s.STREAM_CHECKPOINT_DEADLINE_MS,
+    checkpointMaxFailures: s.STREAM_CHECKPOINT_MAX_FAILURES,
   };
 }

@@ -78,6 +78,15 @@ export interface BuildRecord {
 
 export interface BuildMetrics extends StreamCounters {
   poisonByReason: Record<string, number>;
+  transactionsCommitted: number;
+  transactionsAborted: number;
+  checkpointFailures: number;
+  checkpointTimeouts: number;
+  restarts: number;
+  /** "at-least-once" or "exactly-once". */
+  guarantee: string;
+  /** The Kafka client adapter in use. */
+  kafkaClient: string;
   consumers: number;
   partitions: Array<{ topic: string; partition: number }>;
   recordsPerSecond: number;

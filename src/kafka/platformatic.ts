@@ -26,6 +26,7 @@ import type {
   Producer,
   TopicPartition,
   TopicSpec,
+  TransactionalProducer,
 } from "./port.ts";
 
 /**
@@ -33,6 +34,12 @@ import type {
  * quick on one machine while tolerating GC pauses. Heartbeats every second notice a rebalance fast.
  */
 const GROUP_TIMINGS = { sessionTimeout: 10_000, heartbeatInterval: 1_000, rebalanceTimeout: 30_000 };
+/**
+ * Transaction timeout (the library sends its request timeout as the transaction timeout): a
+ * crashed producer's open transaction is aborted by the broker after this long, unblocking
+ * read_committed readers. Short, because a checkpoint interval is far shorter.
+ */
+const TRANSACTION_TIMEOUT_MS = 15_000;
 /** A fetch waits at most this long on the broker for new data: short, so polls stay responsive. */
 const FETCH_MAX_WAIT_MS = 500;
 
@@ -44,6 +51,24 @@ function toBuffer(data: Uint8Array | string | null | undefined): Buffer | undefi
   return Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
 }
 
+function toMessage(r: OutboundRecord) {
+  return {
+    topic: r.topic,
+    key: toBuffer(r.key),
+    value: toBuffer(r.value),
+    partition: r.partition,
+    headers: r.headers ? new Map(r.headers.map(([k, v]) => [toBuffer(k)!, toBuffer(v)!])) : undefined,
+  };
+}
+
+/** The library nests broker errors; their codes help sort them. */
+function describeErrors(e: unknown): string {
+  // deno-lint-ignore no-explicit-any
+  const errors = (e as any)?.errors;
+  // deno-lint-ignore no-explicit-any
+  return Array.isArray(errors) ? errors.map((x: any) => `${x?.apiId ?? ""} ${x?.message ?? ""} ${describeErrors(x)}`).join(" ") : "";
+}
+
 function classify(error: unknown, what: string): FvError {
   if (error instanceof FvError) return error;
   const text = error instanceof Error ? error.message : String(error);
@@ -51,7 +76,9 @@ function classify(error: unknown, what: string): FvError {
   const e = error as any;
   // needsRejoin: the group moved to a new generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
   // REBALANCE_IN_PROGRESS): this member's view is stale, like a fenced one.
-  const fenced = e?.findBy?.("needsRejoin", true) || e?.findBy?.("fencedInstanceId", true) || /fenced|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID/i.test(text);
+  const fenced =
+    e?.findBy?.("needsRejoin", true) || e?.findBy?.("fencedInstanceId", true) ||
+    /fenced|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED/i.test(text + " " + describeErrors(e));
   const code = fenced ? "KAFKA_FENCED" : e?.code === "PLT_KFK_NETWORK" || e?.code === "PLT_KFK_TIMEOUT" || e?.canRetry ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   return new FvError(code, `${what} failed: ${text}`, { cause: error });
 }
@@ -67,6 +94,9 @@ class PlatformaticConsumer implements GroupConsumer {
    * were already handed to the loop, so they are skipped rather than processed twice.
    */
   readonly #position = new Map<string, bigint>();
+  /** Newly assigned partitions whose stable committed offset is still being read (exactly-once). */
+  readonly #held = new Set<string>();
+  readonly #brokers: string[];
   #waiter: (() => void) | undefined;
   /** Records received and not yet polled; the stream pauses when it holds `#maxBuffered`. */
   #buffer: Array<Message<Buffer, Buffer, Buffer, Buffer>> = [];
@@ -76,6 +106,7 @@ class PlatformaticConsumer implements GroupConsumer {
 
   constructor(brokers: string[], options: ConsumerOptions) {
     this.#options = options;
+    this.#brokers = brokers;
     this.#maxBuffered = options.maxBuffered ?? 4096;
     this.#consumer = new PltConsumer({
       groupId: options.groupId,
@@ -95,6 +126,7 @@ class PlatformaticConsumer implements GroupConsumer {
       const assigned = [...next].filter(([k]) => !this.#owned.has(k)).map(([, tp]) => tp);
       this.#owned = next;
       for (const tp of revoked) this.#position.delete(key(tp.topic, tp.partition));
+      if (options.stableOffsets && assigned.length) this.#holdUntilStable(assigned);
       if (assigned.length || revoked.length) options.listener?.onAssignment?.({ assigned, revoked, owned: [...next.values()] });
     });
   }
@@ -133,10 +165,15 @@ class PlatformaticConsumer implements GroupConsumer {
 
   #drain(max: number, out: InboundRecord[]): void {
     const buffer = this.#buffer;
+    const kept: Array<Message<Buffer, Buffer, Buffer, Buffer>> = [];
     let taken = 0;
     while (out.length < max && taken < buffer.length) {
       const message = buffer[taken++]!;
       const k = key(message.topic, message.partition);
+      if (this.#held.has(k)) {
+        kept.push(message);
+        continue;
+      }
       // A record of a partition revoked since it was fetched: its new owner reads it again.
       if (!this.#owned.has(k)) continue;
       const position = this.#position.get(k);
@@ -154,9 +191,57 @@ class PlatformaticConsumer implements GroupConsumer {
         headers,
       });
     }
-    this.#buffer = taken === buffer.length ? [] : buffer.slice(taken);
+    this.#buffer = kept.length ? kept.concat(buffer.slice(taken)) : taken === buffer.length ? [] : buffer.slice(taken);
     const stream = this.#stream!;
     if (stream.isPaused() && this.#buffer.length < this.#maxBuffered / 2 && !this.#closed) stream.resume();
+  }
+
+  /**
+   * The library reads committed offsets without require_stable, so right after a rebalance it
+   * can start a partition from an offset that the previous owner's pending transaction is about
+   * to move. Read the stable offset (the broker waits for pending transactions) and skip below it.
+   */
+  #holdUntilStable(partitions: TopicPartition[]): void {
+    for (const tp of partitions) this.#held.add(key(tp.topic, tp.partition));
+    const admin = new PltAdmin({ clientId: `${this.#options.clientId}-stable`, bootstrapBrokers: this.#brokers });
+    const topics = new Map<string, number[]>();
+    for (const tp of partitions) topics.set(tp.topic, [...(topics.get(tp.topic) ?? []), tp.partition]);
+    const attempt = async (tries: number): Promise<void> => {
+      try {
+        const groups = await admin.listConsumerGroupOffsets({
+          groups: [{ groupId: this.#options.groupId, topics: [...topics].map(([name, partitionIndexes]) => ({ name, partitionIndexes })) }],
+          requireStable: true,
+        });
+        for (const t of groups[0]?.topics ?? []) {
+          for (const p of t.partitions) {
+            const k = key(t.name, p.partitionIndex);
+            if (p.committedOffset >= 0n && (this.#position.get(k) ?? -1n) < p.committedOffset) this.#position.set(k, p.committedOffset);
+            this.#held.delete(k);
+          }
+        }
+      } catch (error) {
+        // UNSTABLE_OFFSET_COMMIT while the previous owner's transaction completes: try again.
+        if (tries < 100 && !this.#closed) {
+          await new Promise((r) => setTimeout(r, 100));
+          return attempt(tries + 1);
+        }
+        this.#error ??= error;
+      }
+      for (const tp of partitions) this.#held.delete(key(tp.topic, tp.partition));
+      this.#wake();
+    };
+    void attempt(0).finally(() => admin.close().catch(() => {}));
+  }
+
+  /** Group metadata for transactional offset commits (KIP-447 fencing). */
+  groupMetadata(): { groupId: string; generationId: number; memberId: string; coordinatorId: number } {
+    const c = this.#consumer;
+    return { groupId: c.groupId, generationId: c.generationId, memberId: c.memberId ?? "", coordinatorId: c.coordinatorId ?? -1 };
+  }
+
+  /** The library consumer, for adding its group to a transaction. */
+  get raw(): PltConsumer {
+    return this.#consumer;
   }
 
   async poll(max: number, timeoutMs: number): Promise<InboundRecord[]> {
@@ -214,15 +299,8 @@ class PlatformaticProducer implements Producer {
 
   async send(records: OutboundRecord[]): Promise<void> {
     if (records.length === 0) return;
-    const messages = records.map((r) => ({
-      topic: r.topic,
-      key: toBuffer(r.key),
-      value: toBuffer(r.value),
-      partition: r.partition,
-      headers: r.headers ? new Map(r.headers.map(([k, v]) => [toBuffer(k)!, toBuffer(v)!])) : undefined,
-    }));
     try {
-      await this.#producer.send({ messages });
+      await this.#producer.send({ messages: records.map(toMessage) });
     } catch (error) {
       throw classify(error, "producing");
     }
@@ -230,6 +308,99 @@ class PlatformaticProducer implements Producer {
 
   async close(): Promise<void> {
     await this.#producer.close();
+  }
+}
+
+type Transaction = Awaited<ReturnType<PltProducer["beginTransaction"]>>;
+
+class PlatformaticTransactionalProducer implements TransactionalProducer {
+  readonly #producer: PltProducer;
+  #tx: Transaction | undefined;
+  #offsetsAdded = false;
+
+  constructor(brokers: string[], clientId: string, transactionalId: string) {
+    this.#producer = new PltProducer({
+      clientId,
+      bootstrapBrokers: brokers,
+      transactionalId,
+      idempotent: true,
+      acks: -1,
+      autocreateTopics: false,
+      timeout: TRANSACTION_TIMEOUT_MS,
+    });
+  }
+
+  get inTransaction(): boolean {
+    return this.#tx !== undefined;
+  }
+
+  async #begin(): Promise<Transaction> {
+    if (!this.#tx) {
+      try {
+        this.#tx = await this.#producer.beginTransaction();
+      } catch (error) {
+        throw classify(error, "beginning a transaction");
+      }
+      this.#offsetsAdded = false;
+    }
+    return this.#tx;
+  }
+
+  async send(records: OutboundRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const tx = await this.#begin();
+    try {
+      await tx.send({ messages: records.map(toMessage) });
+    } catch (error) {
+      throw classify(error, "producing in a transaction");
+    }
+  }
+
+  async sendOffsets(consumer: GroupConsumer, offsets: CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    if (!(consumer instanceof PlatformaticConsumer)) throw new FvError("KAFKA_FATAL", "a platformatic transaction needs a platformatic consumer");
+    const tx = await this.#begin();
+    try {
+      if (!this.#offsetsAdded) {
+        await tx.addConsumer(consumer.raw);
+        this.#offsetsAdded = true;
+      }
+      const metadata = { consumer: consumer.groupMetadata() };
+      for (const o of offsets) {
+        // The library commits message.offset + 1, so hand it the last processed offset.
+        // deno-lint-ignore no-explicit-any
+        await tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any);
+      }
+    } catch (error) {
+      throw classify(error, "adding offsets to a transaction");
+    }
+  }
+
+  async commit(): Promise<void> {
+    const tx = this.#tx;
+    if (!tx) return;
+    this.#tx = undefined;
+    try {
+      await tx.commit();
+    } catch (error) {
+      throw classify(error, "committing a transaction");
+    }
+  }
+
+  async abort(): Promise<void> {
+    const tx = this.#tx;
+    if (!tx) return;
+    this.#tx = undefined;
+    try {
+      await tx.abort();
+    } catch (error) {
+      throw classify(error, "aborting a transaction");
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.abort().catch(() => {});
+    await this.#producer.close(true);
   }
 }
 
@@ -301,6 +472,7 @@ export function platformaticClient(brokers: string[]): KafkaClient {
     name: "platformatic",
     consumer: (options) => new PlatformaticConsumer(brokers, options),
     producer: ({ clientId }) => new PlatformaticProducer(brokers, clientId),
+    transactionalProducer: ({ clientId, transactionalId }) => new PlatformaticTransactionalProducer(brokers, clientId, transactionalId),
     admin: ({ clientId }) => new PlatformaticAdmin(brokers, clientId),
   };
 }

@@ -46,6 +46,11 @@ export interface ConsumerOptions {
   clientId: string;
   topics: string[];
   offsetReset: "earliest" | "latest";
+  /**
+   * Exactly-once: before handing out records of a newly assigned partition, wait until its
+   * committed offset is stable (no transactional commit pending) and skip records below it.
+   */
+  stableOffsets?: boolean;
   /** Records the client may buffer ahead of the loop. */
   maxBuffered?: number;
   listener?: AssignmentListener;
@@ -73,6 +78,22 @@ export interface Producer {
   close(): Promise<void>;
 }
 
+/**
+ * A producer whose sends, together with consumer offsets, form one Kafka transaction.
+ * A transaction begins with the first send or offsets after the previous commit or abort.
+ */
+export interface TransactionalProducer {
+  readonly inTransaction: boolean;
+  send(records: OutboundRecord[]): Promise<void>;
+  /** Adds the next offsets to read to the transaction, with the group's generation (fences a member that left). */
+  sendOffsets(consumer: GroupConsumer, offsets: CommitOffset[]): Promise<void>;
+  /** Commits the open transaction; nothing to do when none is open. */
+  commit(): Promise<void>;
+  /** Aborts the open transaction; nothing to do when none is open. */
+  abort(): Promise<void>;
+  close(): Promise<void>;
+}
+
 export interface TopicSpec {
   topic: string;
   partitions: number;
@@ -94,6 +115,8 @@ export interface KafkaClient {
   readonly name: string;
   consumer(options: ConsumerOptions): GroupConsumer;
   producer(options: { clientId: string }): Producer;
+  /** `transactionalId` is stable across restarts, so a restarted producer fences its predecessor. */
+  transactionalProducer(options: { clientId: string; transactionalId: string }): TransactionalProducer;
   admin(options: { clientId: string }): Admin;
 }
 

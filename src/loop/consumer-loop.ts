@@ -1,6 +1,16 @@
 import { compileTopology, type CompiledStage } from "../control/topology.ts";
 import { FvError, recoveryOf } from "../errors.ts";
-import type { CommitOffset, GroupConsumer, InboundRecord, KafkaClient, OutboundRecord, Producer, TopicPartition } from "../kafka/port.ts";
+import type {
+  CommitOffset,
+  GroupConsumer,
+  InboundRecord,
+  KafkaClient,
+  OutboundRecord,
+  Producer,
+  TopicPartition,
+  TransactionalProducer,
+} from "../kafka/port.ts";
+import { Checkpointer, type CheckpointStep } from "../state/checkpointer.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "./logger.ts";
 import type { LoopPlan } from "./plan.ts";
@@ -25,39 +35,65 @@ interface Route {
   stageLabel: string;
 }
 
-/** Retries of a send that failed with a retryable error, and the pause between them. */
+/** Retries of a send that failed with a retryable error (at-least-once), and the pause between them. */
 const SEND_RETRIES = 10;
 const SEND_RETRY_PAUSE_MS = 500;
+/**
+ * Rejoins after recoverable failures (fenced, broker unreachable, aborted transaction) before the
+ * loop gives up: with the backoff below (0.2 s doubling to 5 s) that is about two minutes.
+ */
+const MAX_CONSECUTIVE_RESTARTS = 30;
+const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
 
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The clients of one session: a join of the group until stop or a recoverable failure. */
+interface Session {
+  consumer: GroupConsumer;
+  producer: Producer | undefined;
+  tx: TransactionalProducer | undefined;
+}
 
 /**
  * One partition-owning consumer: consume → transform → emit → commit, on its own.
  *
- * Offsets are committed only for records whose outputs Kafka has acknowledged (at-least-once),
- * every `checkpointIntervalMs`, when a rebalance starts, and before the loop lets go.
+ * At-least-once (default): offsets are committed only for records whose outputs Kafka has
+ * acknowledged, every `checkpointIntervalMs`, when a rebalance starts, and before letting go.
+ *
+ * Exactly-once: every checkpoint interval is one transaction holding the outputs, the dead
+ * letters and the consumer offsets (with the group's generation). A rebalance ends the open
+ * transaction at the next batch boundary. Any failure of a transaction aborts it and starts a
+ * new session from the last committed offsets (see docs/exactly-once.md).
  */
 export class ConsumerLoop {
   readonly #plan: LoopPlan;
   readonly #client: KafkaClient;
   readonly #log: Logger;
   readonly #routes = new Map<string, Route[]>();
+  readonly #checkpointer: Checkpointer;
   readonly counters: LoopCounters = emptyCounters();
   #state: LoopState = "CREATED";
-  #consumer: GroupConsumer | undefined;
-  #producer: Producer | undefined;
+  #session: Session | undefined;
   /** Next offset to commit per partition, for records already acknowledged downstream. */
   readonly #pending = new Map<string, CommitOffset>();
   /** Last committed offset per owned partition: a commit never moves an offset back. */
   readonly #committed = new Map<string, bigint>();
   #commitChain: Promise<void> = Promise.resolve();
   #stopRequested = false;
+  /** Exactly-once: a rebalance started, so end the transaction at the next batch boundary. */
+  #checkpointNow = false;
   #error: FvError | undefined;
+  #backgroundError: FvError | undefined;
 
   constructor(plan: LoopPlan, client: KafkaClient, log: Logger) {
     this.#plan = plan;
     this.#client = client;
-    this.#log = log;
+    this.#log = (level, message, context) => log(level, message, { consumer: plan.consumerIndex, ...context });
+    this.#checkpointer = new Checkpointer({
+      deadlineMs: plan.settings.checkpointDeadlineMs,
+      maxConsecutiveFailures: plan.settings.checkpointMaxFailures,
+    });
     const compiled = compileTopology(plan.topology);
     for (const stage of compiled.stages) {
       const output = plan.bindings[stage.def.output]!;
@@ -83,9 +119,13 @@ export class ConsumerLoop {
     return this.#error;
   }
 
+  get #exactlyOnce(): boolean {
+    return this.#plan.settings.exactlyOnce;
+  }
+
   /** Partitions this loop owns now. */
   owned(): TopicPartition[] {
-    return this.#consumer?.owned() ?? [];
+    return this.#session?.consumer.owned() ?? [];
   }
 
   #to(next: LoopState): void {
@@ -93,11 +133,6 @@ export class ConsumerLoop {
       throw new FvError("KAFKA_FATAL", `consumer loop cannot go from ${this.#state} to ${next}`);
     }
     this.#state = next;
-  }
-
-  /** A background failure (a commit) that the loop raises at its next turn. */
-  #fail(error: unknown): void {
-    this.#error ??= error instanceof FvError ? error : new FvError("KAFKA_FATAL", String(error), { cause: error });
   }
 
   /** Asks the loop to finish its in-flight batch, commit and leave. Idempotent. */
@@ -112,81 +147,128 @@ export class ConsumerLoop {
       return this.#state;
     }
     this.#to("STARTING");
+    let restarts = 0;
+    while (true) {
+      try {
+        await this.#runSession();
+        break;
+      } catch (error) {
+        const failure = asFvError(error);
+        const recovery = recoveryOf(failure);
+        if (recovery === "fatal" || recovery === "corrupted" || this.#stopRequested || ++restarts > MAX_CONSECUTIVE_RESTARTS) {
+          this.#error = failure;
+          this.#log("error", `consumer loop failed: ${failure.message}`, { code: failure.code });
+          this.#state = "FAILED";
+          return this.#state;
+        }
+        this.counters.restarts++;
+        const pause = Math.min(RESTART_BACKOFF_MS.first * 2 ** (restarts - 1), RESTART_BACKOFF_MS.max);
+        this.#log("warn", `${recovery === "fenced" ? "fenced" : "recoverable failure"}: ${failure.message}; rejoining in ${pause} ms`, { code: failure.code });
+        await sleep(pause);
+        if (this.#stopRequested) break;
+      }
+    }
+    if (this.#state === "STARTING") this.#to("RUNNING");
+    this.#to("STOPPING");
+    this.#to("STOPPED");
+    return this.#state;
+  }
+
+  /** One join of the group: clients up, loop until stop or idle, final checkpoint, clients down. */
+  async #runSession(): Promise<void> {
     const plan = this.#plan;
     const { settings } = plan;
     const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
-    try {
-      this.#producer = this.#client.producer({ clientId });
-      this.#consumer = this.#client.consumer({
+    this.#pending.clear();
+    this.#committed.clear();
+    this.#checkpointNow = false;
+    this.#backgroundError = undefined;
+    const session: Session = {
+      // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
+      tx: this.#exactlyOnce
+        ? this.#client.transactionalProducer({ clientId, transactionalId: `fv-${plan.pipeline}-${settings.instanceId ?? plan.instanceId}-${plan.consumerIndex}` })
+        : undefined,
+      producer: this.#exactlyOnce ? undefined : this.#client.producer({ clientId }),
+      consumer: this.#client.consumer({
         groupId: plan.groupId,
         clientId,
         topics: [...this.#routes.keys()],
         offsetReset: settings.offsetReset,
         maxBuffered: settings.batchSize * 4,
+        stableOffsets: this.#exactlyOnce,
         listener: {
           onRebalance: () => {
-            // 1. A rebalance started: commit what is acknowledged while this generation holds.
-            void this.#commit(true).catch((error) => this.#log("warn", `commit at rebalance failed: ${(error as Error).message}`));
+            if (this.#exactlyOnce) {
+              // Never leave a transaction open across a rebalance: end it at the batch boundary.
+              this.#checkpointNow = true;
+              return;
+            }
+            // A rebalance started: commit what is acknowledged while this generation holds.
+            void this.#commitAtLeastOnce(true).catch((error) => this.#log("warn", `commit at rebalance failed: ${(error as Error).message}`));
           },
           onAssignment: ({ assigned, revoked, owned }) => {
-            // 2. Revoked partitions: their in-flight work is dropped (the new owner reads it again
-            //    from the last commit) and nothing more is committed for them.
+            // Revoked partitions: their in-flight work is dropped (the new owner reads it again
+            // from the last commit) and nothing more is committed for them.
             for (const tp of revoked) {
               this.#pending.delete(tpKey(tp.topic, tp.partition));
               this.#committed.delete(tpKey(tp.topic, tp.partition));
             }
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
-            this.#log("info", "assignment changed", {
-              consumer: plan.consumerIndex,
-              owned: owned.map((tp) => `${tp.topic}:${tp.partition}`),
-              assigned: assigned.length,
-              revoked: revoked.length,
-            });
+            this.#log("info", "assignment changed", { owned: owned.map((tp) => `${tp.topic}:${tp.partition}`), assigned: assigned.length, revoked: revoked.length });
           },
         },
-      });
-      await this.#consumer.start();
-      this.#to("RUNNING");
-      let lastCommit = Date.now();
+      }),
+    };
+    this.#session = session;
+    try {
+      await session.consumer.start();
+      if (this.#state === "STARTING") this.#to("RUNNING");
+      let lastCheckpoint = Date.now();
       let lastRecord = Date.now();
       while (!this.#stopRequested) {
-        const records = await this.#consumer.poll(settings.batchSize, settings.pollTimeoutMs);
+        const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
         const now = Date.now();
         if (records.length > 0) {
-          await this.#processBatch(records);
+          await this.#processBatch(session, records);
           lastRecord = now;
         } else if (settings.idleTimeoutMs > 0 && now - lastRecord >= settings.idleTimeoutMs) {
-          this.#log("info", `no input for ${settings.idleTimeoutMs} ms: stopping`, { consumer: plan.consumerIndex });
+          this.#log("info", `no input for ${settings.idleTimeoutMs} ms: stopping`);
           break;
         }
-        if (now - lastCommit >= settings.checkpointIntervalMs) {
+        if (this.#checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
+          this.#checkpointNow = false;
+          lastCheckpoint = now;
+          if (this.#exactlyOnce) await this.#commitTransaction(session);
           // Not awaited: the next batch runs while the commit is in flight (commits are chained).
-          void this.#commit().catch((error) => this.#fail(error));
-          lastCommit = now;
+          else void this.#commitAtLeastOnce().catch((error) => (this.#backgroundError ??= asFvError(error)));
         }
-        if (this.#error) throw this.#error;
+        if (this.#backgroundError) throw this.#backgroundError;
       }
-      this.#to("STOPPING");
-      await this.#commit();
-      await this.#close();
-      this.#to("STOPPED");
+      // The ordered end: the in-flight batch is done; checkpoint, then leave the group.
+      if (this.#exactlyOnce) await this.#commitTransaction(session);
+      else await this.#commitAtLeastOnce();
     } catch (error) {
-      this.#error = error instanceof FvError ? error : new FvError("KAFKA_FATAL", (error as Error)?.message ?? String(error), { cause: error });
-      this.#log("error", `consumer loop failed: ${this.#error.message}`, { consumer: plan.consumerIndex, code: this.#error.code });
-      await this.#close().catch(() => {});
-      this.#state = "FAILED";
+      if (session.tx?.inTransaction) {
+        await session.tx.abort().catch(() => {});
+        this.counters.transactionsAborted++;
+      }
+      throw error;
+    } finally {
+      this.#session = undefined;
+      await this.#close(session);
     }
-    return this.#state;
   }
 
   /** Transforms one batch, emits its outputs and dead letters, then marks its offsets committable. */
-  async #processBatch(records: InboundRecord[]): Promise<void> {
+  async #processBatch(session: Session, records: InboundRecord[]): Promise<void> {
     const out: OutboundRecord[] = [];
     let emitted = 0;
     let deadLettered = 0;
-    const counters = this.counters;
+    let consumed = 0;
+    let dropped = 0;
+    const poison: Array<{ reason: string }> = [];
     for (const record of records) {
-      counters.consumed++;
+      consumed++;
       const routes = this.#routes.get(record.topic);
       if (!routes) continue;
       for (let r = 0; r < routes.length; r++) {
@@ -194,7 +276,8 @@ export class ConsumerLoop {
         // Each route gets its own parse: steps may change the row in place.
         const decoded = decodeRow(record.value);
         if ("poison" in decoded) {
-          if (this.#poison(record, route, decoded.poison, decoded.detail, out)) deadLettered++;
+          poison.push({ reason: decoded.poison });
+          if (this.#deadLetter(record, route, decoded.poison, decoded.detail, out)) deadLettered++;
           continue;
         }
         let row;
@@ -203,20 +286,28 @@ export class ConsumerLoop {
         } catch (error) {
           if (recoveryOf(error) !== "poison") throw error;
           const reason = poisonReason(error);
-          if (this.#poison(record, route, reason, (error as Error).message, out)) deadLettered++;
+          poison.push({ reason });
+          if (this.#deadLetter(record, route, reason, (error as Error).message, out)) deadLettered++;
           continue;
         }
         if (row === null) {
-          counters.dropped++;
+          dropped++;
           continue;
         }
         out.push({ topic: route.outputTopic, key: record.key, value: JSON.stringify(row), headers: record.headers });
         emitted++;
       }
     }
-    await this.#send(out);
-    counters.emitted += emitted;
-    counters.deadLettered += deadLettered;
+    await this.#send(session, out);
+    // Counted once the batch is acknowledged (at-least-once) or in the open transaction
+    // (exactly-once; an abort re-processes the batch in a new session and counts it again).
+    const c = this.counters;
+    c.consumed += consumed;
+    c.dropped += dropped;
+    c.emitted += emitted;
+    c.deadLettered += deadLettered;
+    c.poison += poison.length;
+    for (const { reason } of poison) c.poisonByReason[reason] = (c.poisonByReason[reason] ?? 0) + 1;
     for (const record of records) {
       const k = tpKey(record.topic, record.partition);
       const next = record.offset + 1n;
@@ -225,10 +316,8 @@ export class ConsumerLoop {
     }
   }
 
-  /** Counts a poison row and queues it for the dead-letter topic. True when it was queued. */
-  #poison(record: InboundRecord, route: Route, reason: string, detail: string, out: OutboundRecord[]): boolean {
-    this.counters.poison++;
-    this.counters.poisonByReason[reason] = (this.counters.poisonByReason[reason] ?? 0) + 1;
+  /** Queues a poison row for the input's dead-letter topic. True when it was queued. */
+  #deadLetter(record: InboundRecord, route: Route, reason: string, detail: string, out: OutboundRecord[]): boolean {
     if (!route.deadLetterTopic) return false;
     out.push({
       topic: route.deadLetterTopic,
@@ -247,47 +336,25 @@ export class ConsumerLoop {
     return true;
   }
 
-  async #send(records: OutboundRecord[]): Promise<void> {
+  async #send(session: Session, records: OutboundRecord[]): Promise<void> {
+    // Exactly-once: any failure aborts the transaction; the session restarts from committed offsets.
+    if (session.tx) return session.tx.send(records);
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.#producer!.send(records);
+        await session.producer!.send(records);
         return;
       } catch (error) {
         if (recoveryOf(error) !== "retryable" || attempt >= SEND_RETRIES) throw error;
         this.#log("warn", `send failed, retrying (${attempt}/${SEND_RETRIES}): ${(error as Error).message}`);
-        await new Promise((resolve) => setTimeout(resolve, SEND_RETRY_PAUSE_MS));
+        await sleep(SEND_RETRY_PAUSE_MS);
       }
     }
   }
 
-  /**
-   * Commits acknowledged offsets of owned partitions. Serialized: one commit at a time, except
-   * that `immediate` sends at once, synchronously: at the start of a rebalance the client is
-   * about to send JoinGroup, and a commit queued behind it on the coordinator connection would
-   * arrive after the generation changed.
-   */
-  #commit(immediate = false): Promise<void> {
-    const send = async () => {
-      const offsets = this.#takeCommittable();
-      if (offsets.length === 0) return;
-      try {
-        await this.#consumer!.commit(offsets);
-      } catch (error) {
-        this.#commitFailed(offsets, error);
-        return;
-      }
-      for (const o of offsets) this.#committed.set(tpKey(o.topic, o.partition), o.offset);
-      this.counters.commits++;
-    };
-    const run = immediate ? send() : this.#commitChain.then(send);
-    this.#commitChain = this.#commitChain.then(() => run).catch(() => {});
-    return run;
-  }
-
-  /** Takes the pending offsets that are worth committing: owned partitions, moving forward. */
-  #takeCommittable(): CommitOffset[] {
-    if (!this.#consumer || this.#pending.size === 0) return [];
-    const owned = new Set(this.#consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
+  /** Takes the pending offsets worth committing: owned partitions, moving forward. */
+  #takeCommittable(session: Session): CommitOffset[] {
+    if (this.#pending.size === 0) return [];
+    const owned = new Set(session.consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
     const offsets: CommitOffset[] = [];
     for (const [k, o] of this.#pending) {
       const committed = this.#committed.get(k);
@@ -295,6 +362,67 @@ export class ConsumerLoop {
     }
     this.#pending.clear();
     return offsets;
+  }
+
+  #markCommitted(offsets: CommitOffset[]): void {
+    for (const o of offsets) this.#committed.set(tpKey(o.topic, o.partition), o.offset);
+    this.counters.commits++;
+  }
+
+  #syncCheckpointCounters(): void {
+    this.counters.checkpointFailures = this.#checkpointer.counters.failures;
+    this.counters.checkpointTimeouts = this.#checkpointer.counters.timeouts;
+  }
+
+  /**
+   * Exactly-once checkpoint: the interval's transaction gets the consumer offsets and commits.
+   *   1. state: operator changelogs (none yet in this build) go into the transaction;
+   *   2. offsets: the next offsets to read, with the group's generation (a member that left is fenced);
+   *   3. transaction: commit — outputs, dead letters, state and offsets become visible together.
+   */
+  async #commitTransaction(session: Session): Promise<void> {
+    const tx = session.tx!;
+    const offsets = this.#takeCommittable(session);
+    if (!tx.inTransaction && offsets.length === 0) return;
+    const steps: CheckpointStep[] = [
+      { name: "offsets", run: () => tx.sendOffsets(session.consumer, offsets) },
+      { name: "transaction", run: () => tx.commit() },
+    ];
+    try {
+      await this.#checkpointer.commit(steps);
+    } finally {
+      this.#syncCheckpointCounters();
+    }
+    this.counters.transactionsCommitted++;
+    this.#markCommitted(offsets);
+  }
+
+  /**
+   * At-least-once checkpoint, serialized (one at a time). The outputs are already acknowledged;
+   *   1. state: operator changelogs (none yet in this build) are written and acknowledged;
+   *   2. offsets: then the offsets are committed — never ahead of the state they depend on.
+   * `immediate` sends at once, synchronously: at the start of a rebalance the client is about to
+   * send JoinGroup, and a commit queued behind it would arrive after the generation changed.
+   */
+  #commitAtLeastOnce(immediate = false): Promise<void> {
+    const send = async () => {
+      const session = this.#session;
+      if (!session) return;
+      const offsets = this.#takeCommittable(session);
+      if (offsets.length === 0) return;
+      try {
+        await this.#checkpointer.commit([{ name: "offsets", run: () => session.consumer.commit(offsets) }]);
+      } catch (error) {
+        this.#commitFailed(offsets, error);
+        return;
+      } finally {
+        this.#syncCheckpointCounters();
+      }
+      this.#markCommitted(offsets);
+    };
+    const run = immediate ? send() : this.#commitChain.then(send);
+    this.#commitChain = this.#commitChain.then(() => run).catch(() => {});
+    return run;
   }
 
   #commitFailed(offsets: CommitOffset[], error: unknown): void {
@@ -308,17 +436,18 @@ export class ConsumerLoop {
     }
     if (recovery !== "fenced" && recovery !== "retryable") throw error;
     // Fenced (the group moved on): the partitions' new owners restart from the last commit.
-    this.#log("warn", `offset commit skipped: ${(error as Error).message}`, { consumer: this.#plan.consumerIndex });
+    this.#log("warn", `offset commit skipped: ${(error as Error).message}`);
   }
 
-  async #close(): Promise<void> {
-    const consumer = this.#consumer;
-    const producer = this.#producer;
-    this.#consumer = undefined;
-    this.#producer = undefined;
-    await consumer?.close().catch((error) => this.#log("warn", `closing consumer: ${(error as Error).message}`));
-    await producer?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
+  async #close(session: Session): Promise<void> {
+    await session.consumer.close().catch((error) => this.#log("warn", `closing consumer: ${(error as Error).message}`));
+    await session.producer?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
+    await session.tx?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
   }
+}
+
+function asFvError(error: unknown): FvError {
+  return error instanceof FvError ? error : new FvError("KAFKA_FATAL", (error as Error)?.message ?? String(error), { cause: error });
 }
 
 /** The reason a poison error gives: the expression error's reason, or its code. */
@@ -327,4 +456,3 @@ function poisonReason(error: unknown): string {
   const e = error as any;
   return e?.reason ?? e?.context?.reason ?? e?.code ?? "step_error";
 }
-

@@ -62,6 +62,7 @@ export async function runStream(
   const startedAt = new Date();
   let current: BuildRecord = { ...record, id: buildId, pipeline, kind: "stream", startedAt: startedAt.toISOString() };
   let handles: LoopHandle[] = [];
+  let guarantee = "at-least-once";
   let lastRate = { at: Date.now(), consumed: 0, perSecond: 0 };
 
   const snapshot = (status: BuildStatus, error?: string): BuildRecord => {
@@ -79,6 +80,8 @@ export async function runStream(
       metrics: {
         ...counters,
         consumers: handles.length,
+        guarantee,
+        kafkaClient: options.kafkaClient ?? "platformatic",
         partitions: handles.flatMap((h) => h.owned()).sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition),
         recordsPerSecond: lastRate.perSecond,
       },
@@ -98,6 +101,7 @@ export async function runStream(
   let plan: StreamPlan;
   try {
     settings = options.settings ?? parseSettings({});
+    guarantee = settings.exactlyOnce ? "exactly-once" : "at-least-once";
     plan = await planStream(host, pipeline);
     await prepareTopics(plan, settings, options.kafkaClient ?? "platformatic", pipeline);
   } catch (error) {

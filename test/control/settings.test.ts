@@ -13,6 +13,10 @@ describe("parseSettings", () => {
       heartbeatIntervalMs: 5000,
       recordIntervalMs: 5000,
       pollTimeoutMs: 200,
+      exactlyOnce: false,
+      instanceId: undefined,
+      checkpointDeadlineMs: 10000,
+      checkpointMaxFailures: 5,
     });
   });
 
@@ -30,6 +34,7 @@ describe("parseSettings", () => {
     ["STREAM_BATCH_SIZE", "-5", "whole number"],
     ["STREAM_OFFSET_RESET", "beginning", "earliest or latest"],
     ["STREAM_BROKERS", "localhost", "host:port"],
+    ["STREAM_EXACTLY_ONCE", "yes", "true or false"],
   ])("%s=%s is refused with a message saying what it accepts", (name, value, hint) => {
     try {
       parseSettings({ [name]: value });
