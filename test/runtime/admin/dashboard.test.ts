@@ -1,0 +1,96 @@
+/**
+ * The dashboard's script, run against a small stand-in DOM: it must render a status (counters,
+ * partitions, the stage graph) without throwing, and keep polling after a failed fetch.
+ */
+import { expect, test } from "bun:test";
+import { DASHBOARD_HTML } from "../../../runtime/admin/dashboard.ts";
+
+class FakeNode {
+  children: FakeNode[] = [];
+  attributes: Record<string, string> = {};
+  textContent = "";
+  className = "";
+  hidden = false;
+  colSpan = 1;
+  constructor(readonly tag: string) {}
+  get firstChild(): FakeNode | null {
+    return this.children[0] ?? null;
+  }
+  appendChild(child: FakeNode) {
+    this.children.push(child);
+    return child;
+  }
+  removeChild(child: FakeNode) {
+    this.children = this.children.filter((c) => c !== child);
+    return child;
+  }
+  setAttribute(name: string, value: string) {
+    this.attributes[name] = value;
+  }
+  /** Every text below this node, depth first. */
+  texts(): string[] {
+    return [this.textContent, ...this.children.flatMap((c) => c.texts())].filter(Boolean);
+  }
+  find(tag: string): FakeNode[] {
+    return [...(this.tag === tag ? [this] : []), ...this.children.flatMap((c) => c.find(tag))];
+  }
+}
+
+function runDashboard(responses: Array<() => Promise<unknown>>) {
+  const script = /<script>([\s\S]*)<\/script>/.exec(DASHBOARD_HTML)![1]!;
+  const byId = new Map<string, FakeNode>();
+  const document = {
+    title: "",
+    getElementById: (id: string) => byId.get(id) ?? byId.set(id, new FakeNode(`#${id}`)).get(id)!,
+    createElement: (tag: string) => new FakeNode(tag),
+    createElementNS: (_ns: string, tag: string) => new FakeNode(tag),
+  };
+  const timers: Array<() => void> = [];
+  let call = 0;
+  const fetch = () => responses[Math.min(call++, responses.length - 1)]!();
+  new Function("document", "fetch", "setTimeout", script)(document, fetch, (fn: () => void) => timers.push(fn));
+  return { byId, document, timers };
+}
+
+const flush = () => new Promise((r) => setTimeout(r, 10));
+const STATUS = {
+  record: {
+    id: "b1", pipeline: "demo", kind: "stream", status: "RUNNING", startedAt: new Date(Date.now() - 90_000).toISOString(),
+    metrics: { consumed: 2000, emitted: 900, dropped: 1000, poison: 100, poisonByReason: { invalid_json: 100 }, deadLettered: 100, commits: 4, consumers: 2, partitions: [], recordsPerSecond: 50 },
+    stages: [
+      { index: 0, inputs: ["trades"], output: "large", steps: ["filter", "applyExpression", "select"] },
+      { index: 1, inputs: ["large", "quotes"], output: "joined", steps: [] },
+    ],
+  },
+  partitions: [{ topic: "trades", partition: 1, offset: 900, lag: 3 }, { topic: "trades", partition: 0, offset: 1100, lag: 7, stateBytes: 2048, state: "running" }],
+  stages: [{ index: 0, consumed: 2000, emitted: 900, poison: 100 }],
+};
+
+test("the dashboard renders counters, partitions and the stage graph from /status", async () => {
+  const ok = async () => ({ ok: true, status: 200, json: async () => STATUS });
+  const { byId, document, timers } = runDashboard([ok]);
+  await flush();
+  expect(byId.get("conn")!.textContent).toBe("live");
+  expect(document.title).toBe("demo · RUNNING");
+  expect(byId.get("consumed")!.textContent).toBe("2,000");
+  expect(byId.get("poison")!.textContent).toBe("100");
+  expect(byId.get("lag")!.textContent).toBe("10");
+  expect(byId.get("owned")!.textContent).toBe("2");
+  const rows = byId.get("partitions")!.find("tr").map((tr) => tr.texts());
+  expect(rows).toEqual([["trades", "0", "1,100", "7", "2.0 KiB", "running"], ["trades", "1", "900", "3", "–"]]);
+  const graph = byId.get("graph")!.texts();
+  for (const label of ["trades", "large", "quotes", "joined", "stage 1", "1. filter", "3. select", "stage 2", "1. pass-through", "in 2,000 · out 900 · poison 100"]) {
+    expect(graph).toContain(label);
+  }
+  // Datasets and stages are boxes, joined by arrows: 2 + 1 + 1 + 1 edges.
+  expect(byId.get("graph")!.find("rect").length).toBe(6);
+  expect(byId.get("graph")!.find("path").filter((p) => p.attributes.class === "edge").length).toBe(5);
+  expect(timers.length).toBe(1); // the next poll is scheduled
+});
+
+test("the dashboard says it is disconnected and keeps polling when /status fails", async () => {
+  const { byId, timers } = runDashboard([async () => Promise.reject(new Error("connection refused"))]);
+  await flush();
+  expect(byId.get("conn")!.textContent).toBe("disconnected (connection refused), retrying");
+  expect(timers.length).toBe(1);
+});
