@@ -1,0 +1,137 @@
+/**
+ * The ComputeHost and TransformFs on node:fs/promises and node:child_process, which Bun, Deno
+ * and Node all provide.
+ */
+import { spawn as spawnProcess } from "node:child_process";
+import { constants } from "node:fs";
+import { access, readdir, readFile } from "node:fs/promises";
+import { delimiter, join } from "node:path";
+import process from "node:process";
+import { fileURLToPath } from "node:url";
+import type { ChildProcessLike, ComputeHost, ProcessExit, SpawnOptions, TransformFs } from "../../src/compute/index.ts";
+import type { Logger } from "../../src/index.ts";
+
+/** Transform folders on the local file system. */
+export const nodeTransformFs: TransformFs = {
+  async listFolders(path) {
+    try {
+      const entries = await readdir(path, { withFileTypes: true });
+      return entries.filter((e) => e.isDirectory()).map((e) => e.name);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw error;
+    }
+  },
+  async readText(path) {
+    try {
+      return await readFile(path, "utf8");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
+      throw error;
+    }
+  },
+  async exists(path) {
+    try {
+      await access(path, constants.F_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+};
+
+/** Starts a process with Web streams for stdin, stdout and stderr. */
+export function spawnChild(command: string[], options: SpawnOptions = {}): ChildProcessLike {
+  const [file, ...args] = command;
+  const child = spawnProcess(file!, args, {
+    cwd: options.cwd,
+    env: options.env ? { ...process.env, ...options.env } : process.env,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  const started = new Promise<void>((resolve, reject) => {
+    child.once("spawn", () => resolve());
+    child.once("error", (error) => reject(error));
+  });
+  started.catch(() => {});
+  const exited = new Promise<ProcessExit>((resolve) => {
+    child.once("close", (code, signal) => resolve({ code, signal }));
+    child.once("error", () => resolve({ code: null, signal: null }));
+  });
+  const readable = (stream: NodeJS.ReadableStream | null): ReadableStream<Uint8Array> =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        if (!stream) return controller.close();
+        stream.on("data", (chunk: Uint8Array) => controller.enqueue(new Uint8Array(chunk)));
+        stream.on("end", () => controller.close());
+        stream.on("error", (error) => controller.error(error));
+      },
+    });
+  const stdin = new WritableStream<Uint8Array>({
+    write(chunk) {
+      return new Promise<void>((resolve, reject) => {
+        if (!child.stdin || child.stdin.destroyed) return reject(new Error("stdin is closed"));
+        child.stdin.write(chunk, (error) => (error ? reject(error) : resolve()));
+      });
+    },
+    close() {
+      child.stdin?.end();
+    },
+  });
+  child.stdin?.on("error", () => {}); // EPIPE after the process died: its exit is reported
+  return {
+    get pid() {
+      return child.pid;
+    },
+    started,
+    stdin,
+    stdout: readable(child.stdout),
+    stderr: readable(child.stderr),
+    exited,
+    kill(signal = "SIGTERM") {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+  };
+}
+
+/** Where `name` is on PATH, or null. */
+export async function findExecutable(name: string): Promise<string | null> {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (!dir) continue;
+    const candidate = join(dir, name);
+    try {
+      await access(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return null;
+}
+
+/** The command that runs runtime/compute/wasm-process.ts with the current runtime. */
+export function pluginProcessCommand(): string[] | undefined {
+  const script = fileURLToPath(new URL("./wasm-process.ts", import.meta.url));
+  const g = globalThis as { Bun?: unknown; Deno?: unknown };
+  if (g.Deno) return [process.execPath, "run", "-A", script];
+  if (g.Bun) return [process.execPath, script];
+  return undefined; // Node 20 cannot run a .ts file
+}
+
+/**
+ * A ComputeHost for Bun, Deno and Node. Plugin processes (isolation = "process") are available
+ * on Bun and Deno.
+ *
+ * @example
+ * const host = createNodeComputeHost({ logger: (level, message, context) => console.error(level, message, context) });
+ */
+export function createNodeComputeHost(options: { logger?: Logger } = {}): ComputeHost {
+  const logger = options.logger ?? (() => {});
+  const processCommand = pluginProcessCommand();
+  return {
+    readFile: async (path) => new Uint8Array(await readFile(path)),
+    spawn: spawnChild,
+    findExecutable,
+    ...(processCommand ? { pluginProcessCommand: () => processCommand } : {}),
+    log: (level, message, context) => logger(level, message, context),
+  };
+}

@@ -1,0 +1,34 @@
+/**
+ * Messages between a WASM step and the plugin host that runs its Extism plugin (a Worker, or a
+ * process speaking the same messages as JSON lines).
+ *
+ * 1. The host says `hello` once it listens (messages sent before would be lost).
+ * 2. The step sends `init`; the host creates the plugin and answers `ready` with the module's
+ *    exports, or `init-failed`.
+ * 3. The step sends one `call` at a time; the host answers `result` or `failed`. After a trap the
+ *    host creates a fresh instance before the next call (linear memory may be half-written).
+ */
+
+/** Plugin options, as the manifest gives them. */
+export interface PluginOptions {
+  wasi: boolean;
+  config: Record<string, string>;
+  memoryMaxPages?: number;
+  allowedHosts: string[];
+  allowedPaths: Record<string, string>;
+}
+
+export type ToPluginHost =
+  /** `wasm` is the module's bytes; base64 text over a process's stdin. */
+  | { type: "init"; wasm: Uint8Array | string; options: PluginOptions }
+  /** `input` is the batch as JSON text, or as a value the host turns into JSON text. */
+  | { type: "call"; id: number; fn: string; input: string | { rows: unknown[] } };
+
+export type FromPluginHost =
+  | { type: "hello" }
+  | { type: "ready"; exports: string[] }
+  | { type: "init-failed"; message: string }
+  /** `output` is the plugin's output text; a process sends it parsed, as `value`. */
+  | { type: "result"; id: number; output?: string; value?: unknown }
+  | { type: "failed"; id: number; message: string; trap: boolean }
+  | { type: "log"; level: "debug" | "info" | "warn" | "error"; message: string };

@@ -1,0 +1,274 @@
+/**
+ * The `wasm` step: a batch of rows through an Extism plugin, off the stream's thread.
+ *
+ * 1. Rows are cast to the declared input columns and sent in batches of `batchSize` as
+ *    `{"rows": [...]}`; the plugin answers `{"results": [...]}`, one entry per row (results.ts).
+ * 2. A call that fails for the batch (trap, plugin error, output off the ABI) is bisected down to
+ *    the rows that fail alone; those are poison, the rest go on (isolate.ts).
+ * 3. A call that outlives `timeoutMs` makes its rows poison ("timeout") and the plugin host is
+ *    killed and started again; the next batch goes to the new one.
+ *
+ * Plugin state (Extism vars, module globals) is not snapshotted: a restart or a trap starts the
+ * plugin afresh.
+ */
+import { FvError } from "../errors.ts";
+import type { Row } from "../expr/index.ts";
+import { rowCaster } from "./columns.ts";
+import type { ComputeHost } from "./host.ts";
+import { type CallOutcome, isolate } from "./isolate.ts";
+import type { TransformManifest } from "./manifest.ts";
+import { type Isolation, openChannel, type PluginChannel } from "./plugin-channel.ts";
+import type { FromPluginHost, PluginOptions } from "./plugin-protocol.ts";
+import { type ComputeResult, PoisonReasons } from "./results.ts";
+
+/** A plugin host gets this long to load and compile the module (a Go module takes about a second). */
+const START_TIMEOUT_MS = 30_000;
+
+/** Counters of one compute step. */
+export interface ComputeCounters {
+  /** Batch calls made, bisection calls included. */
+  calls: number;
+  /** Calls that failed as a whole (and were bisected). */
+  failedCalls: number;
+  timeouts: number;
+  /** Times the plugin host or process was started again. */
+  restarts: number;
+  /** Rows that came back as poison. */
+  poison: number;
+}
+
+export function newCounters(): ComputeCounters {
+  return { calls: 0, failedCalls: 0, timeouts: 0, restarts: 0, poison: 0 };
+}
+
+interface Pending {
+  id: number;
+  settle(outcome: CallOutcome): void;
+}
+
+/** One started plugin host: its channel and what is waiting on it. */
+interface Generation {
+  channel?: PluginChannel;
+  pending?: Pending;
+  onHello?: () => void;
+  onInit?: (message: FromPluginHost) => void;
+  onStartDeath?: (reason: string) => void;
+}
+
+/** Talks to the current plugin host; starts a new one after a timeout or a death. */
+export class PluginClient {
+  readonly counters: ComputeCounters = newCounters();
+  readonly #wasm: Uint8Array;
+  readonly #options: PluginOptions;
+  readonly #isolation: Isolation;
+  readonly #host: ComputeHost;
+  readonly #context: Record<string, unknown>;
+  #generation: Generation | undefined;
+  #ready: Promise<string[]> | undefined;
+  #nextId = 1;
+  #closed = false;
+
+  constructor(wasm: Uint8Array, options: PluginOptions, isolation: Isolation, host: ComputeHost, context: Record<string, unknown>) {
+    this.#wasm = wasm;
+    this.#options = options;
+    this.#isolation = isolation;
+    this.#host = host;
+    this.#context = context;
+  }
+
+  get isolation(): Isolation {
+    return this.#isolation;
+  }
+
+  /** Starts the plugin host (if needed); resolves to the module's exported functions. */
+  ready(): Promise<string[]> {
+    if (this.#closed) return Promise.reject(new Error("the plugin is closed"));
+    this.#ready ??= this.#start();
+    return this.#ready;
+  }
+
+  #start(): Promise<string[]> {
+    const generation: Generation = {};
+    this.#generation = generation;
+    return new Promise<string[]>((resolve, reject) => {
+      const timer = setTimeout(() => fail(`the plugin did not start within ${START_TIMEOUT_MS} ms`), START_TIMEOUT_MS);
+      const fail = (message: string) => {
+        clearTimeout(timer);
+        generation.channel?.kill();
+        if (this.#generation === generation) this.#ready = undefined;
+        reject(new Error(message));
+      };
+      generation.onStartDeath = fail;
+      generation.onHello = () => generation.channel!.send({ type: "init", wasm: this.#wasm, options: this.#options });
+      generation.onInit = (message) => {
+        clearTimeout(timer);
+        generation.onStartDeath = undefined;
+        if (message.type === "ready") resolve(message.exports);
+        else fail((message as { message: string }).message);
+      };
+      try {
+        generation.channel = openChannel(this.#isolation, this.#host, {
+          onMessage: (message) => this.#onMessage(generation, message),
+          onDeath: (reason) => this.#onDeath(generation, reason),
+        }, this.#context);
+      } catch (error) {
+        fail(error instanceof Error ? error.message : String(error));
+      }
+    });
+  }
+
+  #restart(): void {
+    this.#generation?.channel?.kill();
+    this.#generation = undefined;
+    this.#ready = undefined;
+    if (this.#closed) return;
+    this.counters.restarts++;
+    // Start the new host now, so it is warm when the next batch comes; a failure shows there.
+    this.ready().catch(() => {});
+  }
+
+  #onMessage(generation: Generation, message: FromPluginHost): void {
+    if (generation !== this.#generation) return; // from a host that was replaced
+    switch (message.type) {
+      case "hello":
+        generation.onHello?.();
+        return;
+      case "ready":
+      case "init-failed":
+        generation.onInit?.(message);
+        return;
+      case "log":
+        this.#host.log(message.level, message.message, this.#context);
+        return;
+      case "result": {
+        const pending = generation.pending;
+        if (!pending || pending.id !== message.id) return;
+        let output: unknown;
+        try {
+          output = message.value !== undefined ? message.value : JSON.parse(message.output ?? "");
+        } catch {
+          pending.settle({ ok: false, reason: PoisonReasons.badOutput, message: "the plugin output is not JSON", divisible: true });
+          return;
+        }
+        pending.settle({ ok: true, output });
+        return;
+      }
+      case "failed": {
+        const pending = generation.pending;
+        if (!pending || pending.id !== message.id) return;
+        pending.settle({ ok: false, reason: PoisonReasons.pluginError, message: message.message, divisible: true });
+        return;
+      }
+    }
+  }
+
+  #onDeath(generation: Generation, reason: string): void {
+    if (generation !== this.#generation) return;
+    if (generation.onStartDeath) {
+      generation.onStartDeath(reason);
+      return;
+    }
+    const pending = generation.pending;
+    this.#host.log("warn", `${reason}; starting it again`, this.#context);
+    this.#restart();
+    pending?.settle({ ok: false, reason: PoisonReasons.pluginCrash, message: reason, divisible: true });
+  }
+
+  /** One call; never rejects for the plugin's own failures, only when no plugin host can start. */
+  async call(fn: string, rows: Row[], timeoutMs: number): Promise<CallOutcome> {
+    try {
+      await this.ready();
+    } catch (error) {
+      throw new FvError("HOST_UNAVAILABLE", `the WASM plugin could not be started again: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+        context: this.#context,
+      });
+    }
+    const generation = this.#generation!;
+    const id = this.#nextId++;
+    this.counters.calls++;
+    const outcome = await new Promise<CallOutcome>((resolve) => {
+      const timer = setTimeout(() => {
+        generation.pending = undefined;
+        this.counters.timeouts++;
+        this.#host.log("warn", `the plugin did not answer within ${timeoutMs} ms; starting it again`, { ...this.#context, rows: rows.length });
+        this.#restart();
+        resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${timeoutMs} ms (timeoutMs); the plugin was restarted`, divisible: false });
+      }, timeoutMs);
+      generation.pending = {
+        id,
+        settle: (outcome) => {
+          clearTimeout(timer);
+          generation.pending = undefined;
+          resolve(outcome);
+        },
+      };
+      // A worker gets the JSON text (a cheap string copy); a process gets one JSON line.
+      const input = this.#isolation === "worker" ? JSON.stringify({ rows }) : { rows };
+      generation.channel!.send({ type: "call", id, fn, input });
+    });
+    if (!outcome.ok) this.counters.failedCalls++;
+    return outcome;
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#generation?.channel?.kill();
+    this.#generation = undefined;
+    this.#ready = undefined;
+  }
+}
+
+/** A `wasm` step over a started plugin (see create-step.ts). */
+export class WasmStep {
+  readonly op = "wasm" as const;
+  readonly ref: string;
+  readonly batchSize: number;
+  readonly manifest: TransformManifest;
+  readonly #client: PluginClient;
+  readonly #castIn: ((row: Row) => Row) | null;
+  readonly #castOut: ((row: Row) => Row) | null;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(ref: string, manifest: TransformManifest, client: PluginClient, batchSize: number) {
+    this.ref = ref;
+    this.manifest = manifest;
+    this.batchSize = batchSize;
+    this.#client = client;
+    this.#castIn = rowCaster(manifest.inputs[0]?.columns);
+    this.#castOut = rowCaster(manifest.outputColumns);
+  }
+
+  get counters(): ComputeCounters {
+    return this.#client.counters;
+  }
+
+  get isolation(): Isolation {
+    return this.#client.isolation;
+  }
+
+  processBatch(rows: Row[]): Promise<ComputeResult[]> {
+    const run = this.#queue.then(() => this.#process(rows));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+
+  async #process(rows: Row[]): Promise<ComputeResult[]> {
+    const results: ComputeResult[] = [];
+    const fn = this.manifest.function;
+    const timeoutMs = this.manifest.timeoutMs;
+    for (let start = 0; start < rows.length; start += this.batchSize) {
+      const chunk = rows.slice(start, start + this.batchSize);
+      const input = this.#castIn ? chunk.map(this.#castIn) : chunk;
+      const out = await isolate(input, (part) => this.#client.call(fn, part, timeoutMs), this.#castOut);
+      for (const r of out) if ("poison" in r) this.#client.counters.poison++;
+      results.push(...out);
+    }
+    return results;
+  }
+
+  async close(): Promise<void> {
+    this.#client.close();
+  }
+}
