@@ -6,7 +6,7 @@ Answer:   {"id": 7, "results": [[{"id": 1, "title": "Crème Brûlée", "slug": "
 
 A row whose title is not a string gets {"error": "..."} (it becomes poison, the rest go on).
 A row with title "#split" gives two rows (flat-map); "#drop" gives none (filter).
-A row with title "#exit" makes the process exit (for the crash test); "#hang" makes it hang.
+For the tests: title "#exit" makes the process exit, "#hang" makes it hang, "#slow" takes 0.5 s.
 """
 import json
 import re
@@ -28,6 +28,9 @@ def transform(row):
         sys.exit(3)
     if title == "#hang":
         time.sleep(3600)
+    if title == "#slow":
+        time.sleep(0.5)
+        return [dict(row, slug="slow")]
     if title == "#drop":
         return []
     if title == "#split":

@@ -1,0 +1,104 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { nodeTransformFs } from "../../runtime/compute/node-host.ts";
+import { type ComputeStep, createComputeStep, TransformRegistry } from "./imports.ts";
+import { enriched, filtered, orders } from "./fixtures.ts";
+import { exampleManifest, functionsDir, recordingHost, summarize, tempRoots } from "./helpers.ts";
+
+const roots = tempRoots();
+afterAll(() => roots.cleanup());
+
+/** A root with the examples forced to one isolation (it overrides functions/ by id@version). */
+function rootFor(isolation: "worker" | "process"): string {
+  const at = `isolation = "${isolation}"`;
+  return roots.root({
+    enrich: exampleManifest("enrich-order", at),
+    filter: exampleManifest("price-filter", at, (t) => t.replace('min_price = "100"', 'min_price = "100"\ntrap_sku = "TRAP"')),
+    spin: exampleManifest("spin", at, (t) => t.replace("timeoutMs = 500", "timeoutMs = 400").replace("batchSize = 8", "batchSize = 4")),
+  });
+}
+
+async function withStep<T>(registry: TransformRegistry, ref: string, body: (step: ComputeStep) => Promise<T>): Promise<T> {
+  const step = await createComputeStep({ op: "wasm", ref }, registry, recordingHost(), { stage: 0, step: 0 });
+  try {
+    return await body(step);
+  } finally {
+    await step.close();
+  }
+}
+
+for (const isolation of ["worker", "process"] as const) {
+  describe(`wasm steps (isolation = "${isolation}")`, () => {
+    test("the AssemblyScript map enriches each row exactly, non-ASCII text included", async () => {
+      const registry = await TransformRegistry.load(`${functionsDir}:${rootFor(isolation)}`, nodeTransformFs);
+      await withStep(registry, "enrich-order", async (step) => {
+        expect(step.op).toBe("wasm");
+        expect(summarize(await step.processBatch(orders))).toEqual(enriched);
+        // Input rows are not changed.
+        expect(orders[0]!.note).toBe("dropped: not declared");
+      });
+    }, 30_000);
+
+    test("the AssemblyScript filter keeps exactly the rows at or above min_price", async () => {
+      const registry = await TransformRegistry.load(rootFor(isolation), nodeTransformFs);
+      await withStep(registry, "price-filter", async (step) => {
+        expect(summarize(await step.processBatch(orders))).toEqual(filtered);
+      });
+    }, 30_000);
+
+    test("a row that traps the plugin is poison; the other rows of its batch go on", async () => {
+      const registry = await TransformRegistry.load(rootFor(isolation), nodeTransformFs);
+      await withStep(registry, "price-filter", async (step) => {
+        const rows = Array.from({ length: 10 }, (_, i) => ({ sku: i === 3 || i === 7 ? "TRAP" : `S${i}`, price: 100 + i, qty: 1 }));
+        const out = summarize(await step.processBatch(rows));
+        expect(out).toEqual(rows.map((r) => (r.sku === "TRAP" ? "poison:plugin_error" : [{ sku: r.sku, customer: null, price: r.price, qty: 1 }])));
+        expect(step.counters.poison).toBe(2);
+        expect(step.counters.failedCalls).toBeGreaterThan(2);
+        // After the trap, the plugin still answers whole batches.
+        expect(summarize(await step.processBatch(orders))).toEqual(filtered);
+      });
+    }, 30_000);
+
+    test("processBatch splits more rows than batchSize into calls and keeps their order", async () => {
+      const registry = await TransformRegistry.load(rootFor(isolation), nodeTransformFs);
+      await withStep(registry, "spin", async (step) => {
+        expect(step.batchSize).toBe(4);
+        const rows = Array.from({ length: 10 }, (_, i) => ({ id: i }));
+        expect(summarize(await step.processBatch(rows))).toEqual(rows.map((r) => [{ id: r.id, spin: null }]));
+        expect(step.counters.calls).toBe(3);
+      });
+    }, 30_000);
+  });
+}
+
+describe("a runaway plugin", () => {
+  // Process isolation: on Bun 1.4 and Deno 2.9, Worker.terminate() does not stop a thread that
+  // spins inside WebAssembly, so a worker-isolated runaway would keep burning a core of the test
+  // run. functions/README.md has the details.
+  test("is timed out: its batch is poison (timeout), the plugin restarts and the next batch still flows", async () => {
+    const registry = await TransformRegistry.load(rootFor("process"), nodeTransformFs);
+    await withStep(registry, "spin", async (step) => {
+      const started = performance.now();
+      const stuck = await step.processBatch([{ id: 1 }, { id: 2, spin: true }, { id: 3 }]);
+      expect(summarize(stuck)).toEqual(["poison:timeout", "poison:timeout", "poison:timeout"]);
+      expect(performance.now() - started).toBeLessThan(3000);
+      expect(summarize(await step.processBatch([{ id: 4 }, { id: 5 }]))).toEqual([[{ id: 4, spin: null }], [{ id: 5, spin: null }]]);
+      expect(step.counters).toMatchObject({ timeouts: 1, restarts: 1, poison: 3 });
+      // And again: every runaway costs one timeout, not a stalled stream.
+      expect(summarize(await step.processBatch([{ id: 6, spin: true }]))).toEqual(["poison:timeout"]);
+      expect(summarize(await step.processBatch([{ id: 7 }]))).toEqual([[{ id: 7, spin: null }]]);
+      expect(step.counters.timeouts).toBe(2);
+    });
+  }, 30_000);
+});
+
+describe("a WASI plugin on Bun", () => {
+  test("fails validation, saying it needs WASI and where that exists", async () => {
+    const registry = await TransformRegistry.load(functionsDir, nodeTransformFs);
+    const error = await createComputeStep({ op: "wasm", ref: "text-stats-go" }, registry, recordingHost(), { stage: 0, step: 0 }).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(error?.message).toContain("WASI is not supported on this platform");
+    expect(error?.message).toContain("Node and Deno, not on Bun");
+  }, 30_000);
+});
