@@ -1,0 +1,215 @@
+/**
+ * The bookkeeping every operator shares: the watermark, the arrival sequence, the dirty keys
+ * that make up the next changelog batch, restore from a changelog or a snapshot, and the
+ * snapshot itself. Each operator supplies a codec for its own entities.
+ */
+import { FvError } from "../errors.ts";
+import { type OperatorSnapshot, SNAPSHOT_VERSION, type StateEntry } from "./operator.ts";
+import { assertJsonState, StateReader } from "./state-values.ts";
+
+/** One keyed unit of operator state (a window of a group, a session list, a buffered row ...). */
+export interface Entity {
+  /** The changelog key. */
+  readonly key: string;
+  /** Arrival sequence: ties fire in this order, so output order survives a restore. */
+  seq: number;
+  /** True when the changelog may hold a live value for this key (so removing it needs a tombstone). */
+  persisted: boolean;
+}
+
+export interface StateCodec<E extends Entity> {
+  /** Turns one restored value back into an entity; throws STATE_CORRUPTED (via the reader) for a key or shape it does not know. */
+  decode(reader: StateReader, value: unknown): E;
+  /** The entity as a plain JSON value. */
+  encode(entity: E): unknown;
+  /** Forgets all live state. */
+  clear(): void;
+  /** Takes restored entities, in arrival order, as live state. */
+  load(entities: E[]): void;
+  /** Every live entity. */
+  live(): Iterable<E>;
+}
+
+/** The changelog key of the operator's own bookkeeping: format version, watermark, sequence. */
+export const META_KEY = "meta";
+const META_VERSION = 1;
+
+export class OperatorState<E extends Entity> {
+  readonly op: string;
+  /** The highest watermark seen (epoch ms); -Infinity before the first. */
+  watermark = -Infinity;
+  readonly #codec: StateCodec<E>;
+  #seq = 0;
+  readonly #dirty = new Map<string, E | null>();
+  #metaDirty = false;
+  #started = false;
+  // Restored entities wait here (later entries win) until the operator first needs them.
+  readonly #restored = new Map<string, E>();
+  #restoredSeq = 0;
+  #restoredWatermark = -Infinity;
+  #needsLoad = false;
+
+  constructor(op: string, codec: StateCodec<E>) {
+    this.op = op;
+    this.#codec = codec;
+  }
+
+  /** Makes restored state live. Call first in every method that reads state. */
+  ready(): void {
+    if (!this.#needsLoad) return;
+    this.#needsLoad = false;
+    this.#codec.clear();
+    const entities = [...this.#restored.values()].sort((a, b) => a.seq - b.seq);
+    let seq = this.#restoredSeq;
+    for (const entity of entities) {
+      entity.persisted = true;
+      if (entity.seq >= seq) seq = entity.seq + 1;
+    }
+    this.#codec.load(entities);
+    this.#seq = seq;
+    this.watermark = this.#restoredWatermark;
+    this.#dirty.clear();
+    this.#metaDirty = false;
+  }
+
+  /** Makes restored state live and closes the door on further restores. Call first in process() and advance(). */
+  begin(): void {
+    if (this.#started) return;
+    this.ready();
+    this.#started = true;
+    this.#restored.clear();
+  }
+
+  /** The next arrival sequence number. */
+  nextSeq(): number {
+    this.#metaDirty = true;
+    return this.#seq++;
+  }
+
+  /**
+   * Moves the watermark forward; false (and nothing changes) when `watermark` is not above it.
+   * Infinity (flush everything) is kept as Number.MAX_VALUE, so the changelog can carry it.
+   */
+  advanceTo(watermark: number): boolean {
+    const w = watermark === Number.POSITIVE_INFINITY ? Number.MAX_VALUE : watermark;
+    if (!(w > this.watermark)) return false;
+    this.watermark = w;
+    this.#metaDirty = true;
+    return true;
+  }
+
+  /** A new entity: it goes into the next changelog batch. */
+  created(entity: E): void {
+    // A tombstone still waiting for this key means the log holds the old value: the new one replaces it.
+    entity.persisted = this.#dirty.get(entity.key) === null;
+    this.#dirty.set(entity.key, entity);
+  }
+
+  /** An entity changed. */
+  touched(entity: E): void {
+    this.#dirty.set(entity.key, entity);
+  }
+
+  /** An entity is gone: a tombstone, unless the log never saw it. */
+  removed(entity: E): void {
+    if (entity.persisted) this.#dirty.set(entity.key, null);
+    else this.#dirty.delete(entity.key);
+  }
+
+  drainChanges(): StateEntry[] {
+    this.ready();
+    const out: StateEntry[] = [];
+    for (const [key, entity] of this.#dirty) {
+      if (entity === null) {
+        out.push({ key, value: null });
+        continue;
+      }
+      const value = this.#codec.encode(entity);
+      assertJsonState(this.op, key, value);
+      out.push({ key, value });
+    }
+    if (this.#metaDirty) out.push({ key: META_KEY, value: this.#meta() });
+    // Only now that every value encoded: a refused batch stays dirty.
+    for (const entity of this.#dirty.values()) if (entity !== null) entity.persisted = true;
+    this.#dirty.clear();
+    this.#metaDirty = false;
+    return out;
+  }
+
+  restore(entries: Iterable<StateEntry>): void {
+    this.#checkNotStarted("restore");
+    for (const entry of entries) {
+      const key = (entry as { key?: unknown })?.key;
+      if (typeof key !== "string") throw new FvError("STATE_CORRUPTED", `${this.op}: a changelog entry has no string key`, { context: { op: this.op } });
+      const value = entry.value;
+      const reader = new StateReader(this.op, key);
+      if (value === undefined) reader.fail("the value is missing (use null for a tombstone)");
+      if (key === META_KEY) {
+        this.#restoreMeta(reader, value);
+      } else if (value === null) {
+        this.#restored.delete(key);
+      } else {
+        const entity = this.#codec.decode(reader, value);
+        if (entity.key !== key) reader.fail(`the value belongs to key ${JSON.stringify(entity.key)}`);
+        this.#restored.set(key, entity);
+      }
+    }
+    this.#needsLoad = true;
+  }
+
+  snapshot(): OperatorSnapshot {
+    this.ready();
+    const entries: StateEntry[] = [];
+    for (const entity of this.#codec.live()) {
+      const value = this.#codec.encode(entity);
+      assertJsonState(this.op, entity.key, value);
+      entries.push({ key: entity.key, value });
+    }
+    entries.push({ key: META_KEY, value: this.#meta() });
+    return { version: SNAPSHOT_VERSION, op: this.op, watermark: Number.isFinite(this.watermark) ? this.watermark : null, entries };
+  }
+
+  restoreSnapshot(snapshot: OperatorSnapshot): void {
+    this.#checkNotStarted("restoreSnapshot");
+    const s = snapshot as Partial<OperatorSnapshot> | null;
+    if (typeof s !== "object" || s === null) throw this.#badSnapshot("it is not an object");
+    if (s.version !== SNAPSHOT_VERSION) {
+      throw this.#badSnapshot(`its format version ${JSON.stringify(s.version)} is not one this build reads (version ${SNAPSHOT_VERSION})`);
+    }
+    if (s.op !== this.op) throw this.#badSnapshot(`it was taken from op ${JSON.stringify(s.op)}`);
+    if (!Array.isArray(s.entries)) throw this.#badSnapshot("entries is not a list");
+    if (s.watermark !== null && (typeof s.watermark !== "number" || !Number.isFinite(s.watermark))) {
+      throw this.#badSnapshot("watermark must be a finite number or null");
+    }
+    this.#restored.clear();
+    this.#restoredSeq = 0;
+    this.#restoredWatermark = -Infinity;
+    this.restore(s.entries);
+    if (s.watermark !== null && s.watermark > this.#restoredWatermark) this.#restoredWatermark = s.watermark;
+  }
+
+  #meta(): unknown {
+    return { v: META_VERSION, watermark: Number.isFinite(this.watermark) ? this.watermark : null, seq: this.#seq };
+  }
+
+  #restoreMeta(reader: StateReader, value: unknown): void {
+    if (value === null) {
+      this.#restoredSeq = 0;
+      this.#restoredWatermark = -Infinity;
+      return;
+    }
+    const meta = reader.object(value, "meta");
+    if (meta.v !== META_VERSION) reader.fail(`meta format version ${JSON.stringify(meta.v)} is not one this build reads (version ${META_VERSION})`);
+    const watermark = reader.numberOrNull(meta.watermark, "meta.watermark");
+    this.#restoredWatermark = watermark ?? -Infinity;
+    this.#restoredSeq = reader.integer(meta.seq, "meta.seq");
+  }
+
+  #checkNotStarted(method: string): void {
+    if (this.#started) throw new Error(`${this.op}: ${method}() must come before the first process() or advance()`);
+  }
+
+  #badSnapshot(why: string): FvError {
+    return new FvError("STATE_CORRUPTED", `${this.op}: cannot restore this snapshot: ${why}`, { context: { op: this.op } });
+  }
+}

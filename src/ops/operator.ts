@@ -1,0 +1,96 @@
+import type * as v from "valibot";
+import type { Row } from "../expr/index.ts";
+
+/** What one input row gave: rows to emit now, and rows refused as late. */
+export interface OperatorOutput {
+  rows: Row[];
+  /** Rows refused because the watermark already closed their window (or session, or join bound). The engine counts them, drops or dead-letters them. */
+  late: Row[];
+}
+
+/**
+ * One changelog entry: a state key and its new value, or `null` for a deleted key (a tombstone).
+ * Values are plain JSON (no NaN, Infinity or undefined).
+ */
+export interface StateEntry {
+  key: string;
+  value: unknown | null;
+}
+
+/** A full, self-contained copy of one operator instance's state. */
+export interface OperatorSnapshot {
+  /** Format version; see `SNAPSHOT_VERSION`. */
+  version: number;
+  /** The step's op, e.g. "windowedAggregate". A snapshot only restores into the same op. */
+  op: string;
+  /** The watermark the state was taken at (epoch ms), or null before the first one. */
+  watermark: number | null;
+  /** Every live key, in the same encoding as the changelog, plus the "meta" entry. */
+  entries: StateEntry[];
+}
+
+/** The snapshot format this build writes and reads. */
+export const SNAPSHOT_VERSION = 1;
+
+/**
+ * One instance of a stateful operator: the engine creates one per input partition. Pure and
+ * synchronous: rows and event time in, fired rows out; no I/O, no timers, no clock.
+ *
+ * @example
+ * const op = operatorSteps.windowedAggregate.compile(def, { stage: 0, step: 0, inputs: 1 }).create();
+ * op.process({ ts: 1_000, price: 3 }, 1_000, 0); // { rows: [], late: [] }
+ * op.advance(60_000);                             // [{ windowStart: 0, windowEnd: 60000, sum_price: 3 }]
+ */
+export interface Operator {
+  /**
+   * One input row with its event time in epoch ms. `input` is the index of the stage input it
+   * came from (0 = left, 1 = right for streamJoin). Throws FvError POISON_ROW (with
+   * `context.reason`) for a row it cannot use; a poison row leaves the state unchanged.
+   */
+  process(row: Row, eventTime: number, input: number): OperatorOutput;
+  /** The watermark moved forward (epoch ms): fire and evict whatever it closes. Smaller values are ignored. */
+  advance(watermark: number): Row[];
+  /** State changed since the last call, as changelog entries; clears the dirty set. Throws STATE_CORRUPTED rather than write a value JSON cannot carry. */
+  drainChanges(): StateEntry[];
+  /** Rebuilds state from changelog entries in log order (later entries win, null deletes). Only before the first process() or advance(); may be called several times. */
+  restore(entries: Iterable<StateEntry>): void;
+  /** The full state, or throws STATE_CORRUPTED when some value cannot be captured (NaN, Infinity, undefined ...). */
+  snapshot(): OperatorSnapshot;
+  /** Replaces the state with a snapshot's; refuses another op or an unknown version (STATE_CORRUPTED). Only before the first process() or advance(). */
+  restoreSnapshot(snapshot: OperatorSnapshot): void;
+  /** Live keys and approximate bytes, for the build record and a memory cap. */
+  stateSize(): { keys: number; bytes: number };
+}
+
+/** Where a step sits, and how many inputs its stage has. */
+export interface OperatorContext {
+  /** 0-based stage index. */
+  stage: number;
+  /** 0-based step index within the stage. */
+  step: number;
+  /** Number of stage inputs (streamJoin needs exactly 2). */
+  inputs: number;
+}
+
+/** A step compiled once per stage; the engine calls `create()` once per partition. */
+export interface CompiledOperator {
+  readonly op: string;
+  create(): Operator;
+  /** The column holding each row's event time (epoch ms number or ISO-8601 string); read it with `eventTimeOf`. */
+  readonly timeColumn: string;
+  /** How far behind the highest event time the engine keeps the watermark: watermark = max event time − allowedLatenessMs. */
+  readonly allowedLatenessMs: number;
+  /** Group or join key columns of input 0, for repartitioning. Empty: one global group per partition. */
+  readonly keyColumns: readonly string[];
+  /** Key columns per stage input (differs from `keyColumns` only for a streamJoin with leftKey/rightKey). */
+  readonly inputKeyColumns: readonly (readonly string[])[];
+}
+
+/** A stateful step: its valibot schema and its compile function. */
+export interface OperatorKind {
+  // deno-lint-ignore no-explicit-any
+  readonly schema: v.GenericSchema<any, any>;
+  /** Takes the schema's output. Throws FvError INVALID_TOPOLOGY (with `context.field`) for a definition that parses but cannot run. */
+  // deno-lint-ignore no-explicit-any
+  compile(def: any, ctx: OperatorContext): CompiledOperator;
+}

@@ -1,0 +1,62 @@
+import * as v from "valibot";
+import type { Row } from "../../src/expr/index.ts";
+import { type CompiledOperator, eventTimeOf, type Operator, operatorSteps, type StateEntry } from "../../src/ops/index.ts";
+
+/** Parses a step definition with its schema and compiles it, as the topology will. */
+export function compileOp(def: { op: string; [field: string]: unknown }, inputs = 1): CompiledOperator {
+  const kind = operatorSteps[def.op];
+  if (kind === undefined) throw new Error(`no operator ${def.op}`);
+  return kind.compile(v.parse(kind.schema, def), { stage: 0, step: 0, inputs });
+}
+
+/** One thing that happens to an operator: a row (from an input) or a watermark. */
+export type Event = { row: Row; input?: number } | { watermark: number };
+
+/** Shorthands for scripts. */
+export const row = (r: Row, input = 0): Event => ({ row: r, input });
+export const wm = (watermark: number): Event => ({ watermark });
+
+export interface Outcome {
+  rows: Row[];
+  late: Row[];
+}
+
+/** Runs events through an operator the way the engine will (event time read with eventTimeOf). */
+export function run(op: Operator, timeColumn: string, events: readonly Event[], onStep?: () => void): Outcome {
+  const out: Outcome = { rows: [], late: [] };
+  for (const event of events) {
+    if ("watermark" in event) out.rows.push(...op.advance(event.watermark));
+    else {
+      const r = op.process(event.row, eventTimeOf(event.row, timeColumn), event.input ?? 0);
+      out.rows.push(...r.rows);
+      out.late.push(...r.late);
+    }
+    onStep?.();
+  }
+  return out;
+}
+
+/** Through JSON and back, as a changelog topic or a snapshot file would carry it. */
+export function viaJson<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+/** What a compacted topic keeps: the latest entry per key (tombstones included), in the order of those latest writes. */
+export function compacted(log: readonly StateEntry[]): StateEntry[] {
+  const latest = new Map<string, StateEntry>();
+  for (const entry of log) {
+    latest.delete(entry.key);
+    latest.set(entry.key, entry);
+  }
+  return [...latest.values()];
+}
+
+/** The error a function throws, for checking its code and context. */
+export function thrown(fn: () => unknown): { code?: string; message: string; context?: Record<string, unknown> } {
+  try {
+    fn();
+  } catch (error) {
+    return error as { code?: string; message: string; context?: Record<string, unknown> };
+  }
+  throw new Error("expected an error, nothing was thrown");
+}
