@@ -1,0 +1,211 @@
+import * as v from "valibot";
+import type { Row } from "../expr/index.ts";
+import { checkEventTime } from "./event-time.ts";
+import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
+import { MinHeap } from "./min-heap.ts";
+import type { CompiledOperator, Operator, OperatorContext, OperatorOutput, OperatorSnapshot, StateEntry } from "./operator.ts";
+import { type Entity, OperatorState } from "./operator-state.ts";
+import { approxBytes, type StateReader } from "./state-values.ts";
+import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
+
+export const lastNSchema = v.strictObject({
+  op: v.literal("lastN"),
+  timeColumn,
+  n: rowCount,
+  /** Keep this column's values instead of whole rows. */
+  column: v.optional(columnName),
+  groupBy,
+  /** The output column holding the list (default "last"). */
+  alias: v.optional(columnName, "last"),
+  allowedLatenessMs,
+  /** Forget a group when the watermark is this far past its latest row. Absent: groups are kept for good. */
+  expireAfterMs: v.optional(milliseconds("expireAfterMs", 1)),
+});
+
+export type LastNDef = v.InferOutput<typeof lastNSchema>;
+
+const OP = "lastN";
+
+/**
+ * `{ op = "lastN", timeColumn = "ts", n = 3, column = "price", groupBy = ["sym"] }`: on every
+ * row, the group's last n rows (or values of `column`) in arrival order, oldest first:
+ * `{ sym: "A", last: [101, 102, 103] }`.
+ *
+ * @example
+ * const op = compileLastN({ op: "lastN", timeColumn: "ts", n: 2, column: "px", groupBy: [], alias: "last", allowedLatenessMs: 0 }, { stage: 0, step: 0, inputs: 1 }).create();
+ * op.process({ ts: 1, px: 5 }, 1, 0).rows; // [{ last: [5] }]
+ */
+export function compileLastN(def: LastNDef, ctx: OperatorContext): CompiledOperator {
+  checkInputs(OP, ctx, "one or more");
+  checkDistinctColumns(OP, ctx, [...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })), { name: def.alias, field: "alias" }]);
+  const config: LastNConfig = { n: def.n, column: def.column, group: groupKey(def.groupBy), alias: def.alias, expireAfterMs: def.expireAfterMs };
+  return {
+    op: OP,
+    timeColumn: def.timeColumn,
+    allowedLatenessMs: def.allowedLatenessMs,
+    keyColumns: def.groupBy,
+    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
+    create: () => new LastN(config),
+  };
+}
+
+interface LastNConfig {
+  n: number;
+  column: string | undefined;
+  group: GroupKey;
+  alias: string;
+  expireAfterMs: number | undefined;
+}
+
+/** One group's last n items, as a ring. Key: `g:<group key>`. */
+interface Recent extends Entity {
+  readonly gk: string;
+  readonly group: unknown[];
+  readonly items: unknown[];
+  readonly itemBytes: number[];
+  /** Where the next item goes once `items` is full (it is also the oldest). */
+  next: number;
+  /** The latest event time seen, for expireAfterMs. */
+  latest: number;
+  bytes: number;
+}
+
+interface Timer {
+  at: number;
+  seq: number;
+  recent: Recent;
+}
+
+class LastN implements Operator {
+  readonly #c: LastNConfig;
+  readonly #state: OperatorState<Recent>;
+  readonly #groups = new Map<string, Recent>();
+  /** Expiries, when expireAfterMs is set; a group that saw a later row leaves a stale one behind. */
+  readonly #timers = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
+
+  constructor(config: LastNConfig) {
+    this.#c = config;
+    this.#state = new OperatorState<Recent>(OP, {
+      decode: (r, value) => this.#decode(r, value),
+      encode: (g) => ({ group: g.group, seq: g.seq, latest: g.latest, items: ordered(g.items, g.next) }),
+      clear: () => {
+        this.#groups.clear();
+        this.#timers.clear();
+      },
+      load: (groups) => {
+        for (const g of groups) {
+          this.#groups.set(g.gk, g);
+          this.#setTimer(g);
+        }
+      },
+      live: () => this.#groups.values(),
+    });
+  }
+
+  process(row: Row, eventTime: number, _input: number): OperatorOutput {
+    this.#state.begin();
+    checkEventTime(eventTime);
+    const { n, column } = this.#c;
+    const gk = this.#c.group.keyOfRow(row);
+    let g = this.#groups.get(gk);
+    if (g === undefined) {
+      g = { key: `g:${gk}`, seq: this.#state.nextSeq(), persisted: false, gk, group: this.#c.group.values(row), items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 4 * gk.length };
+      this.#groups.set(gk, g);
+      this.#state.created(g);
+      this.#setTimer(g);
+    } else {
+      this.#state.touched(g);
+      if (eventTime > g.latest) {
+        g.latest = eventTime;
+        this.#setTimer(g);
+      }
+    }
+    // A copy of the row (the caller may reuse it), or the column's value (null when missing).
+    const item = column === undefined ? { ...row } : row[column] ?? null;
+    const bytes = 8 + approxBytes(item);
+    if (g.items.length < n) {
+      g.items.push(item);
+      g.itemBytes.push(bytes);
+    } else {
+      g.bytes -= g.itemBytes[g.next]!;
+      g.items[g.next] = item;
+      g.itemBytes[g.next] = bytes;
+      g.next = g.next + 1 === n ? 0 : g.next + 1;
+    }
+    g.bytes += bytes;
+    const out: Row = {};
+    writeGroup(out, this.#c.group.columns, g.group);
+    out[this.#c.alias] = ordered(g.items, g.next);
+    return { rows: [out], late: [] };
+  }
+
+  advance(watermark: number): Row[] {
+    this.#state.begin();
+    if (!this.#state.advanceTo(watermark)) return [];
+    const expireAfterMs = this.#c.expireAfterMs;
+    if (expireAfterMs === undefined) return [];
+    for (let t = this.#timers.peek(); t !== undefined && t.at <= watermark; t = this.#timers.peek()) {
+      this.#timers.pop();
+      const g = t.recent;
+      if (this.#groups.get(g.gk) !== g || g.latest + expireAfterMs !== t.at) continue;
+      this.#groups.delete(g.gk);
+      this.#state.removed(g);
+    }
+    return [];
+  }
+
+  drainChanges(): StateEntry[] {
+    return this.#state.drainChanges();
+  }
+
+  restore(entries: Iterable<StateEntry>): void {
+    this.#state.restore(entries);
+  }
+
+  snapshot(): OperatorSnapshot {
+    return this.#state.snapshot();
+  }
+
+  restoreSnapshot(snapshot: OperatorSnapshot): void {
+    this.#state.restoreSnapshot(snapshot);
+  }
+
+  stateSize(): { keys: number; bytes: number } {
+    this.#state.ready();
+    let bytes = 0;
+    for (const g of this.#groups.values()) bytes += g.bytes;
+    return { keys: this.#groups.size, bytes };
+  }
+
+  #setTimer(g: Recent): void {
+    if (this.#c.expireAfterMs !== undefined) this.#timers.push({ at: g.latest + this.#c.expireAfterMs, seq: g.seq, recent: g });
+  }
+
+  #decode(r: StateReader, value: unknown): Recent {
+    const o = r.object(value, "a lastN group");
+    const group = r.list(o.group, "group");
+    if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
+    const items = r.list(o.items, "items");
+    if (items.length > this.#c.n) r.fail(`holds ${items.length} items, more than n = ${this.#c.n}`);
+    if (this.#c.column === undefined) items.forEach((item) => r.row(item, "an item"));
+    const itemBytes = items.map((item) => 8 + approxBytes(item));
+    const gk = this.#c.group.keyOf(group);
+    return {
+      key: `g:${gk}`,
+      seq: r.integer(o.seq, "seq"),
+      persisted: true,
+      gk,
+      group,
+      items: [...items],
+      itemBytes,
+      next: 0,
+      latest: r.number(o.latest, "latest"),
+      bytes: 96 + 4 * gk.length + itemBytes.reduce((a, b) => a + b, 0),
+    };
+  }
+}
+
+/** A ring's items, oldest first. */
+function ordered(items: readonly unknown[], next: number): unknown[] {
+  return next === 0 ? items.slice() : [...items.slice(next), ...items.slice(0, next)];
+}

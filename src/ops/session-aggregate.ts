@@ -1,0 +1,277 @@
+import * as v from "valibot";
+import type { Row } from "../expr/index.ts";
+import { type Aggregator, aggregateSchema, compileAggregate } from "./aggregates.ts";
+import { checkEventTime } from "./event-time.ts";
+import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
+import { MinHeap } from "./min-heap.ts";
+import type { CompiledOperator, Operator, OperatorContext, OperatorOutput, OperatorSnapshot, StateEntry } from "./operator.ts";
+import { type Entity, OperatorState } from "./operator-state.ts";
+import type { StateReader } from "./state-values.ts";
+import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
+
+export const sessionAggregateSchema = v.strictObject({
+  op: v.literal("sessionAggregate"),
+  timeColumn,
+  /** A session closes after this much event-time inactivity. */
+  gapMs: milliseconds("gapMs", 1),
+  allowedLatenessMs,
+  groupBy,
+  aggs: v.pipe(
+    v.array(aggregateSchema, "aggs is a list of aggregates, e.g. aggs = [{ op = \"sum\", column = \"qty\" }]"),
+    v.minLength(1, "list at least one aggregate, e.g. aggs = [{ op = \"count\" }]"),
+  ),
+});
+
+export type SessionAggregateDef = v.InferOutput<typeof sessionAggregateSchema>;
+
+const OP = "sessionAggregate";
+
+/**
+ * `{ op = "sessionAggregate", timeColumn = "ts", gapMs = 30000, groupBy = ["user"], aggs = [...] }`:
+ * per group, sessions of rows less than gapMs apart; one row per session once the watermark
+ * reaches its last event + gapMs.
+ *
+ * @example
+ * const op = compileSessionAggregate({ op: "sessionAggregate", timeColumn: "ts", gapMs: 10, allowedLatenessMs: 0, groupBy: [], aggs: [{ op: "count" }] }, { stage: 0, step: 0, inputs: 1 }).create();
+ * op.process({ ts: 0 }, 0, 0);
+ * op.process({ ts: 5 }, 5, 0);
+ * op.advance(15); // [{ sessionStart: 0, sessionEnd: 15, count: 2 }]
+ */
+export function compileSessionAggregate(def: SessionAggregateDef, ctx: OperatorContext): CompiledOperator {
+  checkInputs(OP, ctx, "one or more");
+  const aggs = def.aggs.map(compileAggregate);
+  aggs.forEach((a, i) => {
+    if (!a.mergeable) {
+      throw invalidStep(OP, ctx, `aggs.${i}.op`, `${a.op} depends on arrival order, so two sessions a row bridges cannot be merged; use it in windowedAggregate`);
+    }
+  });
+  checkDistinctColumns(OP, ctx, [
+    { name: "sessionStart", field: "sessionStart" },
+    { name: "sessionEnd", field: "sessionEnd" },
+    ...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })),
+    ...aggs.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
+  ]);
+  const config: SessionConfig = { gapMs: def.gapMs, aggs, group: groupKey(def.groupBy) };
+  return {
+    op: OP,
+    timeColumn: def.timeColumn,
+    allowedLatenessMs: def.allowedLatenessMs,
+    keyColumns: def.groupBy,
+    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
+    create: () => new SessionAggregate(config),
+  };
+}
+
+interface SessionConfig {
+  gapMs: number;
+  aggs: Aggregator[];
+  group: GroupKey;
+}
+
+interface Session {
+  start: number;
+  /** The latest event time in the session; it closes at last + gapMs. */
+  last: number;
+  seq: number;
+  acc: unknown[];
+  /** False once fired or merged into another session (its timers are then stale). */
+  open: boolean;
+}
+
+/** One group's open sessions, sorted by start. Key: `s:<group key>`. */
+interface Group extends Entity {
+  readonly gk: string;
+  readonly group: unknown[];
+  sessions: Session[];
+}
+
+interface Timer {
+  end: number;
+  seq: number;
+  group: Group;
+  session: Session;
+}
+
+class SessionAggregate implements Operator {
+  readonly #c: SessionConfig;
+  readonly #state: OperatorState<Group>;
+  readonly #groups = new Map<string, Group>();
+  // One timer per session end; a session that grew or merged leaves stale timers, skipped when they pop.
+  readonly #timers = new MinHeap<Timer>((a, b) => a.end < b.end || (a.end === b.end && a.seq < b.seq));
+  readonly #values: unknown[];
+
+  constructor(config: SessionConfig) {
+    this.#c = config;
+    this.#values = new Array(config.aggs.length);
+    this.#state = new OperatorState<Group>(OP, {
+      decode: (r, value) => this.#decode(r, value),
+      encode: (g) => ({
+        group: g.group,
+        seq: g.seq,
+        sessions: g.sessions.map((s) => ({ start: s.start, last: s.last, seq: s.seq, acc: this.#c.aggs.map((a, i) => a.encode(s.acc[i])) })),
+      }),
+      clear: () => {
+        this.#groups.clear();
+        this.#timers.clear();
+      },
+      load: (groups) => {
+        for (const g of groups) {
+          this.#groups.set(g.gk, g);
+          for (const s of g.sessions) this.#timers.push({ end: s.last + this.#c.gapMs, seq: s.seq, group: g, session: s });
+        }
+      },
+      live: () => this.#groups.values(),
+    });
+  }
+
+  process(row: Row, eventTime: number, _input: number): OperatorOutput {
+    this.#state.begin();
+    checkEventTime(eventTime);
+    const { aggs, gapMs } = this.#c;
+    // 1. Read and check every aggregate input, so a poison row changes nothing.
+    const values = this.#values;
+    for (let i = 0; i < aggs.length; i++) {
+      const a = aggs[i]!;
+      const value = a.column === undefined ? true : row[a.column];
+      if (value !== null && value !== undefined) a.check(value);
+      values[i] = value;
+    }
+    // 2. Find the open sessions the row falls into: less than gapMs from their first or last event.
+    const gk = this.#c.group.keyOfRow(row);
+    const g = this.#groups.get(gk);
+    const sessions = g?.sessions ?? [];
+    let first = -1;
+    let count = 0;
+    for (let i = 0; i < sessions.length; i++) {
+      const s = sessions[i]!;
+      if (eventTime > s.start - gapMs && eventTime < s.last + gapMs) {
+        if (first < 0) first = i;
+        count++;
+      }
+    }
+    // 3. None: a new session, unless the watermark already closed it (the row is late).
+    if (count === 0 && eventTime + gapMs <= this.#state.watermark) return { rows: [], late: [row] };
+    const group = g ?? this.#newGroup(gk, row);
+    let session: Session;
+    if (count === 0) {
+      session = { start: eventTime, last: eventTime, seq: this.#state.nextSeq(), acc: aggs.map((a) => a.init()), open: true };
+      let at = 0;
+      while (at < group.sessions.length && group.sessions[at]!.start < eventTime) at++;
+      group.sessions.splice(at, 0, session);
+    } else {
+      // 4. The row bridges `count` sessions (they are adjacent in start order): merge them into the first.
+      session = group.sessions[first]!;
+      for (let k = 1; k < count; k++) {
+        const other = group.sessions[first + k]!;
+        for (let i = 0; i < aggs.length; i++) session.acc[i] = aggs[i]!.merge(session.acc[i], other.acc[i]);
+        if (other.last > session.last) session.last = other.last;
+        if (other.seq < session.seq) session.seq = other.seq;
+        other.open = false;
+      }
+      if (count > 1) group.sessions.splice(first + 1, count - 1);
+    }
+    // 5. Add the row and set the timer for the session's new end.
+    const endBefore = count === 0 ? -Infinity : session.last + gapMs;
+    if (eventTime < session.start) session.start = eventTime;
+    if (eventTime > session.last) session.last = eventTime;
+    for (let i = 0; i < aggs.length; i++) {
+      const value = values[i];
+      if (value !== null && value !== undefined) session.acc[i] = aggs[i]!.add(session.acc[i], value, eventTime);
+    }
+    const end = session.last + gapMs;
+    if (end !== endBefore || count > 1) this.#timers.push({ end, seq: session.seq, group, session });
+    if (g === undefined) this.#state.created(group);
+    else this.#state.touched(group);
+    return { rows: [], late: [] };
+  }
+
+  advance(watermark: number): Row[] {
+    this.#state.begin();
+    if (!this.#state.advanceTo(watermark)) return [];
+    const out: Row[] = [];
+    const gapMs = this.#c.gapMs;
+    for (let t = this.#timers.peek(); t !== undefined && t.end <= watermark; t = this.#timers.peek()) {
+      this.#timers.pop();
+      const { group, session } = t;
+      if (!session.open || session.last + gapMs !== t.end || session.seq !== t.seq) continue;
+      session.open = false;
+      out.push(this.#result(group, session));
+      group.sessions.splice(group.sessions.indexOf(session), 1);
+      if (group.sessions.length === 0) {
+        this.#groups.delete(group.gk);
+        this.#state.removed(group);
+      } else {
+        this.#state.touched(group);
+      }
+    }
+    return out;
+  }
+
+  drainChanges(): StateEntry[] {
+    return this.#state.drainChanges();
+  }
+
+  restore(entries: Iterable<StateEntry>): void {
+    this.#state.restore(entries);
+  }
+
+  snapshot(): OperatorSnapshot {
+    return this.#state.snapshot();
+  }
+
+  restoreSnapshot(snapshot: OperatorSnapshot): void {
+    this.#state.restoreSnapshot(snapshot);
+  }
+
+  stateSize(): { keys: number; bytes: number } {
+    this.#state.ready();
+    let bytes = 0;
+    const aggs = this.#c.aggs;
+    for (const g of this.#groups.values()) {
+      bytes += 96 + 4 * g.gk.length;
+      for (const s of g.sessions) {
+        bytes += 64;
+        for (let i = 0; i < aggs.length; i++) bytes += aggs[i]!.bytes(s.acc[i]);
+      }
+    }
+    return { keys: this.#groups.size, bytes };
+  }
+
+  #newGroup(gk: string, row: Row): Group {
+    const group: Group = { key: `s:${gk}`, seq: this.#state.nextSeq(), persisted: false, gk, group: this.#c.group.values(row), sessions: [] };
+    this.#groups.set(gk, group);
+    return group;
+  }
+
+  #result(g: Group, s: Session): Row {
+    const out: Row = { sessionStart: s.start, sessionEnd: s.last + this.#c.gapMs };
+    writeGroup(out, this.#c.group.columns, g.group);
+    const aggs = this.#c.aggs;
+    for (let i = 0; i < aggs.length; i++) {
+      const result = aggs[i]!.result(s.acc[i]);
+      // JSON has no -0, so a restored accumulator holds 0: emit 0 either way.
+      out[aggs[i]!.alias] = result === 0 ? 0 : result;
+    }
+    return out;
+  }
+
+  #decode(r: StateReader, value: unknown): Group {
+    const o = r.object(value, "a session group");
+    const group = r.list(o.group, "group");
+    if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
+    const aggs = this.#c.aggs;
+    const sessions = r.list(o.sessions, "sessions").map((raw): Session => {
+      const s = r.object(raw, "a session");
+      const rawAcc = r.list(s.acc, "acc");
+      if (rawAcc.length !== aggs.length) r.fail(`acc has ${rawAcc.length} accumulators, the step has ${aggs.length} aggregates: was aggs changed?`);
+      const start = r.number(s.start, "session start");
+      const last = r.number(s.last, "session last");
+      if (last < start) r.fail("a session ends before it starts");
+      return { start, last, seq: r.integer(s.seq, "session seq"), acc: rawAcc.map((json, i) => aggs[i]!.decode(r, json)), open: true };
+    });
+    if (sessions.length === 0) r.fail("a session group with no session");
+    sessions.sort((a, b) => a.start - b.start);
+    const gk = this.#c.group.keyOf(group);
+    return { key: `s:${gk}`, seq: r.integer(o.seq, "seq"), persisted: true, gk, group, sessions };
+  }
+}
