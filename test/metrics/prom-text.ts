@@ -46,10 +46,10 @@ function parseLabels(text: string, line: string): Record<string, string> {
   return labels;
 }
 
+/** As Prometheus reads a value (Go's strconv.ParseFloat): NaN and Inf in any case. */
 function parseValue(text: string, line: string): number {
-  if (text === "+Inf") return Infinity;
-  if (text === "-Inf") return -Infinity;
-  if (text === "NaN") return NaN;
+  const special = /^([+-]?)(inf|infinity|nan)$/i.exec(text);
+  if (special) return special[2]!.toLowerCase() === "nan" ? NaN : special[1] === "-" ? -Infinity : Infinity;
   const value = Number(text);
   if (text.trim() === "" || Number.isNaN(value)) throw new Error(`bad value in: ${line}`);
   return value;
