@@ -18,9 +18,10 @@ export class JValue {
   b: bool = false;
   n: f64 = 0;
   s: string = "";
-  items: JValue[] = [];
-  keys: string[] = [];
-  values: JValue[] = [];
+  // Only lists and objects allocate these (most values are scalars).
+  items: JValue[] | null = null;
+  keys: string[] | null = null;
+  values: JValue[] | null = null;
 
   static null(): JValue {
     return new JValue();
@@ -46,34 +47,46 @@ export class JValue {
   static arr(): JValue {
     const v = new JValue();
     v.kind = Kind.Arr;
+    v.items = [];
     return v;
   }
   static obj(): JValue {
     const v = new JValue();
     v.kind = Kind.Obj;
+    v.keys = [];
+    v.values = [];
     return v;
   }
 
-  /** The value of an object's key, or null (a JSON null value) when absent. */
+  /** A list's items ([] for anything else). */
+  list(): JValue[] {
+    const items = this.items;
+    return items === null ? [] : items;
+  }
+
+  /** The value of an object's key, or null (a JSON null value) when absent or not an object. */
   get(key: string): JValue {
-    for (let i = 0; i < this.keys.length; i++) if (this.keys[i] == key) return this.values[i];
+    const keys = this.keys;
+    if (keys === null) return JValue.null();
+    for (let i = 0; i < keys.length; i++) if (keys[i] == key) return this.values![i];
     return JValue.null();
   }
 
   /** Sets an object's key, keeping the position of an existing key. */
   set(key: string, value: JValue): void {
-    for (let i = 0; i < this.keys.length; i++) {
-      if (this.keys[i] == key) {
-        this.values[i] = value;
+    const keys = this.keys!;
+    for (let i = 0; i < keys.length; i++) {
+      if (keys[i] == key) {
+        this.values![i] = value;
         return;
       }
     }
-    this.keys.push(key);
-    this.values.push(value);
+    keys.push(key);
+    this.values!.push(value);
   }
 
   push(value: JValue): void {
-    this.items.push(value);
+    this.items!.push(value);
   }
 
   isNull(): bool {
@@ -92,10 +105,10 @@ export class JValue {
   /** A shallow copy of an object (keys and values lists copied, values shared). */
   copyObject(): JValue {
     const out = JValue.obj();
-    for (let i = 0; i < this.keys.length; i++) {
-      out.keys.push(this.keys[i]);
-      out.values.push(this.values[i]);
-    }
+    const keys = this.keys;
+    if (keys === null) return out;
+    out.keys = keys.slice(0);
+    out.values = this.values!.slice(0);
     return out;
   }
 }
@@ -133,7 +146,9 @@ class Parser {
   }
 
   literal(word: string, v: JValue): JValue {
-    if (this.text.substr(this.pos, word.length) != word) this.fail("expected " + word);
+    for (let i = 0; i < word.length; i++) {
+      if (this.text.charCodeAt(this.pos + i) != word.charCodeAt(i)) this.fail("expected " + word);
+    }
     this.pos += word.length;
     return v;
   }
@@ -153,6 +168,18 @@ class Parser {
   string(): string {
     const t = this.text;
     this.pos++; // opening quote
+    // Fast path: no escape before the closing quote.
+    let end = this.pos;
+    while (end < t.length) {
+      const c = t.charCodeAt(end);
+      if (c == 0x22) {
+        const s = t.substring(this.pos, end);
+        this.pos = end + 1;
+        return s;
+      }
+      if (c == 0x5c) break;
+      end++;
+    }
     let out = "";
     let runStart = this.pos;
     while (true) {
@@ -218,8 +245,8 @@ class Parser {
       this.skip();
       if (this.text.charCodeAt(this.pos) != 0x3a) this.fail("expected :");
       this.pos++;
-      out.keys.push(key);
-      out.values.push(this.value());
+      out.keys!.push(key);
+      out.values!.push(this.value());
       this.skip();
       const c = this.text.charCodeAt(this.pos);
       this.pos++;
@@ -246,22 +273,30 @@ function hex4(code: i32): string {
   return s;
 }
 
-export function quote(s: string): string {
-  let out = '"';
+/** Appends `s` as a JSON string to `out`. */
+function writeQuoted(s: string, out: string[]): void {
+  out.push('"');
   let runStart = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if (c >= 0x20 && c != 0x22 && c != 0x5c) continue;
-    out += s.substring(runStart, i);
-    if (c == 0x22) out += '\\"';
-    else if (c == 0x5c) out += "\\\\";
-    else if (c == 0x0a) out += "\\n";
-    else if (c == 0x0d) out += "\\r";
-    else if (c == 0x09) out += "\\t";
-    else out += hex4(c);
+    if (i > runStart) out.push(s.substring(runStart, i));
+    if (c == 0x22) out.push('\\"');
+    else if (c == 0x5c) out.push("\\\\");
+    else if (c == 0x0a) out.push("\\n");
+    else if (c == 0x0d) out.push("\\r");
+    else if (c == 0x09) out.push("\\t");
+    else out.push(hex4(c));
     runStart = i + 1;
   }
-  return out + s.substring(runStart) + '"';
+  out.push(runStart == 0 ? s : s.substring(runStart));
+  out.push('"');
+}
+
+export function quote(s: string): string {
+  const out = new Array<string>();
+  writeQuoted(s, out);
+  return out.join("");
 }
 
 export function formatNumber(n: f64): string {
@@ -270,25 +305,48 @@ export function formatNumber(n: f64): string {
   return n.toString();
 }
 
-export function stringify(v: JValue): string {
+/** Appends the JSON text of `v` to `out`, piece by piece (one join at the end, no nested copies). */
+function write(v: JValue, out: string[]): void {
   switch (v.kind) {
     case Kind.Null:
-      return "null";
+      out.push("null");
+      return;
     case Kind.Bool:
-      return v.b ? "true" : "false";
+      out.push(v.b ? "true" : "false");
+      return;
     case Kind.Num:
-      return formatNumber(v.n);
+      out.push(formatNumber(v.n));
+      return;
     case Kind.Str:
-      return quote(v.s);
+      writeQuoted(v.s, out);
+      return;
     case Kind.Arr: {
-      const parts = new Array<string>(v.items.length);
-      for (let i = 0; i < v.items.length; i++) parts[i] = stringify(v.items[i]);
-      return "[" + parts.join(",") + "]";
+      const items = v.items!;
+      out.push("[");
+      for (let i = 0; i < items.length; i++) {
+        if (i > 0) out.push(",");
+        write(items[i], out);
+      }
+      out.push("]");
+      return;
     }
     default: {
-      const parts = new Array<string>(v.keys.length);
-      for (let i = 0; i < v.keys.length; i++) parts[i] = quote(v.keys[i]) + ":" + stringify(v.values[i]);
-      return "{" + parts.join(",") + "}";
+      const keys = v.keys!;
+      const values = v.values!;
+      out.push("{");
+      for (let i = 0; i < keys.length; i++) {
+        if (i > 0) out.push(",");
+        writeQuoted(keys[i], out);
+        out.push(":");
+        write(values[i], out);
+      }
+      out.push("}");
     }
   }
+}
+
+export function stringify(v: JValue): string {
+  const out = new Array<string>();
+  write(v, out);
+  return out.join("");
 }

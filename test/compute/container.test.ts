@@ -95,11 +95,11 @@ describe("container transforms (local command)", () => {
   }, 30_000);
 
   test("a batch that gets no answer within timeoutMs is poison (timeout); the process is replaced and the next batch flows", async () => {
-    const fast = await slugify(slugifyRoot((t) => t.replace("timeoutMs = 5000", "timeoutMs = 400")));
+    const fast = await slugify(slugifyRoot((t) => t.replace("timeoutMs = 5000", "timeoutMs = 1500")));
     try {
       const started = performance.now();
       expect(summarize(await fast.processBatch([{ id: 1, title: "x" }, { id: 2, title: "#hang" }]))).toEqual(["poison:timeout", "poison:timeout"]);
-      expect(performance.now() - started).toBeLessThan(2000);
+      expect(performance.now() - started).toBeLessThan(6000);
       expect(summarize(await fast.processBatch([{ id: 3, title: "y" }]))).toEqual([[{ id: 3, title: "y", slug: "y" }]]);
       expect(fast.counters).toMatchObject({ timeouts: 1, restarts: 1 });
     } finally {
