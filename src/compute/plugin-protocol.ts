@@ -30,5 +30,6 @@ export type FromPluginHost =
   | { type: "init-failed"; message: string }
   /** `output` is the plugin's output text; a process sends it parsed, as `value`. */
   | { type: "result"; id: number; output?: string; value?: unknown }
-  | { type: "failed"; id: number; message: string; trap: boolean }
+  /** `reason`: the poison reason when it is not "plugin_error" (e.g. "memory_limit"). */
+  | { type: "failed"; id: number; message: string; trap: boolean; reason?: string }
   | { type: "log"; level: "debug" | "info" | "warn" | "error"; message: string };

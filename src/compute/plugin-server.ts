@@ -28,13 +28,18 @@ export function createPluginServer(send: (message: FromPluginHost) => void): (me
   let module: WebAssembly.Module | undefined;
   let options: PluginOptions | undefined;
   let plugin: Plugin | undefined;
+  let overLimit: string | undefined;
   const logger = {
     trace: (m: string) => send({ type: "log", level: "debug", message: String(m) }),
     debug: (m: string) => send({ type: "log", level: "debug", message: String(m) }),
     info: (m: string) => send({ type: "log", level: "info", message: String(m) }),
     log: (m: string) => send({ type: "log", level: "info", message: String(m) }),
     warn: (m: string) => send({ type: "log", level: "warn", message: String(m) }),
-    error: (m: string) => send({ type: "log", level: "error", message: String(m) }),
+    error: (m: string) => {
+      // The SDK refuses a buffer over maxPages by logging this and handing the plugin a null block.
+      if (String(m).startsWith("memory limit exceeded")) overLimit = String(m);
+      send({ type: "log", level: "error", message: String(m) });
+    },
   } as unknown as Console;
 
   const instantiate = async (): Promise<Plugin> => {
@@ -73,7 +78,21 @@ export function createPluginServer(send: (message: FromPluginHost) => void): (me
       try {
         if (!plugin) plugin = await instantiate();
         const input = typeof message.input === "string" ? message.input : JSON.stringify(message.input);
+        overLimit = undefined;
         const output = await plugin.call(message.fn, input);
+        // The SDK's maxPages only bounds its own buffers; the module's linear memory is checked
+        // here, after the call: over the limit, the call fails and the instance is replaced.
+        const limit = options!.memoryMaxPages;
+        if (limit !== undefined) {
+          const memory = (await plugin.getInstance()).exports.memory;
+          const pages = memory instanceof WebAssembly.Memory ? memory.buffer.byteLength / 65_536 : 0;
+          if (pages > limit) {
+            await plugin.close().catch(() => {});
+            plugin = undefined;
+            send({ type: "failed", id: message.id, message: `the plugin grew its memory to ${pages} pages of 64 KiB, over memoryMaxPages = ${limit}`, trap: false, reason: "memory_limit" });
+            return;
+          }
+        }
         send({ type: "result", id: message.id, output: output === null ? "" : output.text() });
       } catch (error) {
         // A trap (WebAssembly.RuntimeError) can leave the instance's memory half-written:
@@ -83,7 +102,8 @@ export function createPluginServer(send: (message: FromPluginHost) => void): (me
           await plugin?.close().catch(() => {});
           plugin = undefined;
         }
-        send({ type: "failed", id: message.id, message: messageOf(error), trap });
+        if (overLimit) send({ type: "failed", id: message.id, message: `${overLimit} (memoryMaxPages): ${messageOf(error)}`, trap, reason: "memory_limit" });
+        else send({ type: "failed", id: message.id, message: messageOf(error), trap });
       }
     }
   };

@@ -18,6 +18,8 @@ export const PoisonReasons = {
   badOutput: "bad_output",
   /** The container process died while it held the row, twice. */
   containerCrash: "container_crash",
+  /** The plugin grew its linear memory past memoryMaxPages on the row. */
+  memoryLimit: "memory_limit",
   /** The WASM worker or plugin process died while it held the row. */
   pluginCrash: "plugin_crash",
 } as const;

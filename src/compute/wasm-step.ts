@@ -156,7 +156,7 @@ export class PluginClient {
       case "failed": {
         const pending = generation.pending;
         if (!pending || pending.id !== message.id) return;
-        pending.settle({ ok: false, reason: PoisonReasons.pluginError, message: message.message, divisible: true });
+        pending.settle({ ok: false, reason: message.reason ?? PoisonReasons.pluginError, message: message.message, divisible: true });
         return;
       }
     }
@@ -192,6 +192,11 @@ export class PluginClient {
         generation.pending = undefined;
         this.counters.timeouts++;
         this.#host.log("warn", `the plugin did not answer within ${timeoutMs} ms; starting it again`, { ...this.#context, rows: rows.length });
+        if (this.#isolation === "worker") {
+          // Measured on Bun 1.4.5 and Deno 2.9.6: terminate() returns, but a thread spinning
+          // inside WebAssembly keeps running until the process exits.
+          this.#host.log("error", 'a plugin worker was terminated while it ran; on Bun and Deno its thread may keep spinning and burn a core until the process exits. Use isolation = "process" for plugins that can run away', this.#context);
+        }
         this.#restart();
         resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${timeoutMs} ms (timeoutMs); the plugin was restarted`, divisible: false });
       }, timeoutMs);

@@ -70,6 +70,21 @@ for (const isolation of ["worker", "process"] as const) {
   });
 }
 
+describe("memoryMaxPages", () => {
+  test("a call that grows the plugin's memory past the limit is split; a row that does so alone is poison (memory_limit)", async () => {
+    const registry = await TransformRegistry.load(roots.root({ e: exampleManifest("enrich-order", "memoryMaxPages = 3", (t) => t.replace("batchSize = 64", "batchSize = 1000")) }), nodeTransformFs);
+    await withStep(registry, "enrich-order", async (step) => {
+      const rows = Array.from({ length: 1000 }, (_, i) => ({ sku: `S${i}`, customer: "x".repeat(i % 100), price: 1, qty: 1 }));
+      rows.push({ sku: "huge", customer: "y".repeat(300_000), price: 1, qty: 1 });
+      const out = await step.processBatch(rows);
+      expect(out.slice(0, 1000).every((r) => "rows" in r && r.rows.length === 1)).toBe(true);
+      expect(out.length).toBe(1001);
+      expect(summarize([out[1000]!])).toEqual(["poison:memory_limit"]);
+      expect(step.counters.failedCalls).toBeGreaterThan(0);
+    });
+  }, 30_000);
+});
+
 describe("a runaway plugin", () => {
   // Process isolation: on Bun 1.4 and Deno 2.9, Worker.terminate() does not stop a thread that
   // spins inside WebAssembly, so a worker-isolated runaway would keep burning a core of the test
