@@ -120,7 +120,10 @@ export class ContainerStep {
       return;
     }
     const pending = running.pending;
-    if (!pending || answer.id !== pending.id) return;
+    if (!pending || answer.id !== pending.id) {
+      this.#host.log("warn", `container transform answered batch ${JSON.stringify(answer.id)}, which it does not hold; ignored`, this.#context);
+      return;
+    }
     if (typeof answer.error === "string") pending.settle({ ok: false, reason: PoisonReasons.pluginError, message: answer.error, divisible: true });
     else pending.settle({ ok: true, output: answer });
   }
