@@ -18,7 +18,7 @@ export const nodeTransformFs: TransformFs = {
       const entries = await readdir(path, { withFileTypes: true });
       return entries.filter((e) => e.isDirectory()).map((e) => e.name);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return null;
       throw error;
     }
   },

@@ -7,8 +7,8 @@ import type { LogLevel } from "../loop/logger.ts";
 
 /** Reads transform folders. Paths are plain strings joined with "/". */
 export interface TransformFs {
-  /** The names of the sub-folders of a folder; [] when the folder does not exist. */
-  listFolders(path: string): Promise<string[]>;
+  /** The names of the sub-folders of a folder; null when the folder does not exist. */
+  listFolders(path: string): Promise<string[] | null>;
   /** The text of a file, or null when it does not exist. */
   readText(path: string): Promise<string | null>;
   /** True when a file exists at the path. */

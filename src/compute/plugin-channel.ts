@@ -3,7 +3,7 @@
  * not stop a thread spinning inside WebAssembly, so a runaway plugin keeps burning that core) or
  * a child process (each message a JSON line; SIGKILL always stops it).
  */
-import type { ComputeHost } from "./host.ts";
+import type { ComputeHost, WorkerLike } from "./host.ts";
 import { LineWriter, readLines } from "./lines.ts";
 import type { FromPluginHost, ToPluginHost } from "./plugin-protocol.ts";
 
@@ -37,7 +37,7 @@ export function openChannel(isolation: Isolation, host: ComputeHost, events: Cha
 }
 
 function openWorker(host: ComputeHost, events: ChannelEvents): PluginChannel {
-  const worker = host.createWorker ? host.createWorker(wasmWorkerUrl) : (new Worker(wasmWorkerUrl.href, { type: "module" }) as unknown as import("./host.ts").WorkerLike);
+  const worker = host.createWorker ? host.createWorker(wasmWorkerUrl) : (new Worker(wasmWorkerUrl.href, { type: "module" }) as unknown as WorkerLike);
   let dead = false;
   worker.onmessage = (event) => events.onMessage(event.data as FromPluginHost);
   worker.onerror = (event) => {

@@ -67,7 +67,8 @@ export class TransformRegistry {
    * Reads every `<root>/<folder>/transform.toml`. `roots` is the FV_TRANSFORMS_DIR value
    * (colon-separated; undefined or empty gives the empty registry). Later roots override earlier
    * ones by `id@version`. Throws FvError INVALID_TOPOLOGY naming the file for a manifest that
-   * does not parse or check, or whose WASM module is missing.
+   * does not parse or check, or whose WASM module is missing, and FvError INVALID_SETTINGS for
+   * a root that does not exist.
    */
   static async load(roots: string | undefined, fs: TransformFs): Promise<TransformRegistry> {
     const list = (roots ?? "").split(":").map((r) => r.trim()).filter((r) => r.length > 0);
@@ -75,7 +76,13 @@ export class TransformRegistry {
     const byKey = new Map<string, TransformManifest>();
     for (const root of list) {
       const inThisRoot = new Map<string, string>();
-      for (const folder of (await fs.listFolders(root)).sort()) {
+      const folders = await fs.listFolders(root);
+      if (folders === null) {
+        throw new FvError("INVALID_SETTINGS", `${TRANSFORMS_DIR_ENV}: the root ${root} does not exist. Fix the path, or leave it out of the list`, {
+          context: { field: TRANSFORMS_DIR_ENV, root },
+        });
+      }
+      for (const folder of folders.sort()) {
         const dir = joinPath(root, folder);
         const file = joinPath(dir, MANIFEST_FILE);
         const text = await fs.readText(file);

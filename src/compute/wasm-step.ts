@@ -235,6 +235,7 @@ export class WasmStep {
   readonly #castIn: ((row: Row) => Row) | null;
   readonly #castOut: ((row: Row) => Row) | null;
   #queue: Promise<unknown> = Promise.resolve();
+  #closed = false;
 
   constructor(ref: string, manifest: TransformManifest, client: PluginClient, batchSize: number) {
     this.ref = ref;
@@ -260,6 +261,7 @@ export class WasmStep {
   }
 
   async #process(rows: Row[]): Promise<ComputeResult[]> {
+    if (this.#closed) throw new Error(`wasm step ${this.ref} is closed`);
     const results: ComputeResult[] = [];
     const fn = this.manifest.function;
     const timeoutMs = this.manifest.timeoutMs;
@@ -274,6 +276,7 @@ export class WasmStep {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     this.#client.close();
   }
 }

@@ -66,6 +66,12 @@ describe("transform registry", () => {
     expect(error.context).toMatchObject({ stage: 1, step: 2, field: "ref", ref: "enrich-order" });
   });
 
+  test("a root that does not exist fails the load, naming it", async () => {
+    const error = await failure(() => TransformRegistry.load(`${functionsDir}:/no/such/root`, nodeTransformFs));
+    expect(error.code).toBe("INVALID_SETTINGS");
+    expect(error.message).toBe("FV_TRANSFORMS_DIR: the root /no/such/root does not exist. Fix the path, or leave it out of the list");
+  });
+
   test("a missing transform or version fails with the ref and the fix", async () => {
     const registry = await TransformRegistry.load(functionsDir, nodeTransformFs);
     expect(() => registry.resolve("enrich-order@9.9.9")).toThrow('transform "enrich-order@9.9.9" not found in FV_TRANSFORMS_DIR=');
