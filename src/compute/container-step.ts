@@ -20,7 +20,7 @@ import { type CallOutcome, isolate } from "./isolate.ts";
 import { LineWriter, readLines } from "./lines.ts";
 import type { TransformManifest } from "./manifest.ts";
 import { type ComputeResult, PoisonReasons } from "./results.ts";
-import { type ComputeCounters, newCounters } from "./wasm-step.ts";
+import { type ComputeCounters, newCounters } from "./counters.ts";
 
 /** First restart delay after a crash: long enough not to spin on a process that dies at once. */
 const BACKOFF_START_MS = 100;
@@ -155,6 +155,7 @@ export class ContainerStep {
         running.pending = undefined;
         this.counters.timeouts++;
         this.#host.log("warn", `container transform did not answer within ${timeoutMs} ms; killing it`, { ...this.#context, pid: running.child.pid });
+        running.exited = true; // now, not when the exit event comes: the next batch needs a new process
         running.child.kill("SIGKILL");
         resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${timeoutMs} ms (timeoutMs); the process was killed`, divisible: false });
       }, timeoutMs);

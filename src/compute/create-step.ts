@@ -13,7 +13,8 @@ import type { Isolation } from "./plugin-channel.ts";
 import type { TransformRegistry } from "./registry.ts";
 import type { ComputeResult } from "./results.ts";
 import { computeStepSchemas } from "./step-schemas.ts";
-import { type ComputeCounters, PluginClient, WasmStep } from "./wasm-step.ts";
+import type { ComputeCounters } from "./counters.ts";
+import { PluginClient, WasmStep } from "./wasm-step.ts";
 
 /**
  * A started compute step. `processBatch` gives one result per input row, in order.

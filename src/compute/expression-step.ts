@@ -9,7 +9,7 @@ import { type InlineStep, inlineSteps } from "../steps/index.ts";
 import { rowCaster } from "./columns.ts";
 import type { TransformManifest } from "./manifest.ts";
 import { type ComputeResult, poison } from "./results.ts";
-import { type ComputeCounters, newCounters } from "./wasm-step.ts";
+import { type ComputeCounters, newCounters } from "./counters.ts";
 
 /** Compiles a manifest's steps; throws a message naming the step of the manifest. */
 export function compileManifestSteps(manifest: TransformManifest): InlineStep[] {

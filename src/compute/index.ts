@@ -19,7 +19,7 @@ export { type ColumnDef, type ColumnType, columnTypes, rowCaster } from "./colum
 export { manifestDefaults, type TransformManifest } from "./manifest.ts";
 export { compareVersions, MANIFEST_FILE, parseRef, TRANSFORMS_DIR_ENV, TransformRegistry } from "./registry.ts";
 export { computeOps, computeStepSchemas, type ComputeStepDef, containerStepSchema, expressionStepSchema, wasmStepSchema } from "./step-schemas.ts";
-export type { ComputeCounters } from "./wasm-step.ts";
+export type { ComputeCounters } from "./counters.ts";
 export type { Isolation } from "./plugin-channel.ts";
 export { containerCommand } from "./container-step.ts";
 export { type ComputePipelineCounters, computePipeline, type ComputeRunOptions, runCompute } from "./run-compute.ts";

@@ -19,27 +19,11 @@ import { type CallOutcome, isolate } from "./isolate.ts";
 import type { TransformManifest } from "./manifest.ts";
 import { type Isolation, openChannel, type PluginChannel } from "./plugin-channel.ts";
 import type { FromPluginHost, PluginOptions } from "./plugin-protocol.ts";
+import { type ComputeCounters, newCounters } from "./counters.ts";
 import { type ComputeResult, PoisonReasons } from "./results.ts";
 
 /** A plugin host gets this long to load and compile the module (a Go module takes about a second). */
 const START_TIMEOUT_MS = 30_000;
-
-/** Counters of one compute step. */
-export interface ComputeCounters {
-  /** Batch calls made, bisection calls included. */
-  calls: number;
-  /** Calls that failed as a whole (and were bisected). */
-  failedCalls: number;
-  timeouts: number;
-  /** Times the plugin host or process was started again. */
-  restarts: number;
-  /** Rows that came back as poison. */
-  poison: number;
-}
-
-export function newCounters(): ComputeCounters {
-  return { calls: 0, failedCalls: 0, timeouts: 0, restarts: 0, poison: 0 };
-}
 
 interface Pending {
   id: number;
