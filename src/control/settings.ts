@@ -32,6 +32,8 @@ export interface Settings {
   checkpointDeadlineMs: number;
   /** Failed checkpoints in a row before the stream fails. */
   checkpointMaxFailures: number;
+  /** A member silent this long leaves the group and its partitions move. */
+  sessionTimeoutMs: number;
 }
 
 const int = (name: string, min: number) =>
@@ -58,6 +60,7 @@ const schema = v.object({
   STREAM_INSTANCE_ID: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "STREAM_INSTANCE_ID may hold letters, digits, '.', '_' and '-' (at most 64)"))),
   STREAM_CHECKPOINT_DEADLINE_MS: v.optional(int("STREAM_CHECKPOINT_DEADLINE_MS", 100), "10000"),
   STREAM_CHECKPOINT_MAX_FAILURES: v.optional(int("STREAM_CHECKPOINT_MAX_FAILURES", 1), "5"),
+  STREAM_SESSION_TIMEOUT_MS: v.optional(int("STREAM_SESSION_TIMEOUT_MS", 3000), "10000"),
 });
 
 /** Every setting with its meaning and default, for the README and `--help`. */
@@ -75,6 +78,7 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_INSTANCE_ID", "stable name of this process (e.g. the pod name), part of transactional ids: a restart fences its predecessor at once", "random per start"],
   ["STREAM_CHECKPOINT_DEADLINE_MS", "most time one checkpoint step (state, offsets, transaction) may take", "10000"],
   ["STREAM_CHECKPOINT_MAX_FAILURES", "failed checkpoints in a row before the stream fails (circuit breaker)", "5"],
+  ["STREAM_SESSION_TIMEOUT_MS", "a member silent this long (crashed, paused) leaves the group and its partitions move", "10000"],
 ];
 
 /**
@@ -113,5 +117,6 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     instanceId: s.STREAM_INSTANCE_ID,
     checkpointDeadlineMs: s.STREAM_CHECKPOINT_DEADLINE_MS,
     checkpointMaxFailures: s.STREAM_CHECKPOINT_MAX_FAILURES,
+    sessionTimeoutMs: s.STREAM_SESSION_TIMEOUT_MS,
   };
 }

@@ -30,8 +30,9 @@ import type {
 } from "./port.ts";
 
 /**
- * Group timings. A killed member's partitions move after `sessionTimeout`; 10 s keeps takeover
- * quick on one machine while tolerating GC pauses. Heartbeats every second notice a rebalance fast.
+ * Group timings. A killed member's partitions move after the session timeout (10 s by default:
+ * quick takeover on one machine while tolerating GC pauses). Heartbeats every second notice a
+ * rebalance fast; a rebalance waits at most 30 s for members to rejoin.
  */
 const GROUP_TIMINGS = { sessionTimeout: 10_000, heartbeatInterval: 1_000, rebalanceTimeout: 30_000 };
 /**
@@ -43,6 +44,8 @@ const TRANSACTION_TIMEOUT_MS = 15_000;
 /** A fetch waits at most this long on the broker for new data: short, so polls stay responsive. */
 const FETCH_MAX_WAIT_MS = 500;
 
+// deno-lint-ignore no-explicit-any
+const DEBUG_TX = (globalThis as any).process?.env?.FV_DEBUG_LOG === "1";
 const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 
 function toBuffer(data: Uint8Array | string | null | undefined): Buffer | undefined {
@@ -115,6 +118,7 @@ class PlatformaticConsumer implements GroupConsumer {
       autocommit: false,
       maxWaitTime: FETCH_MAX_WAIT_MS,
       ...GROUP_TIMINGS,
+      ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
     this.#consumer.on("consumer:group:rebalance", () => options.listener?.onRebalance?.());
     this.#consumer.on("consumer:group:join", (payload: { assignments?: Array<{ topic: string; partitions: number[] }> }) => {
@@ -122,6 +126,7 @@ class PlatformaticConsumer implements GroupConsumer {
       for (const { topic, partitions } of payload.assignments ?? []) {
         for (const partition of partitions) next.set(key(topic, partition), { topic, partition });
       }
+      if (DEBUG_TX) console.error(`DBG ${this.#options.clientId} join ${JSON.stringify(payload.assignments)}`);
       const revoked = [...this.#owned].filter(([k]) => !next.has(k)).map(([, tp]) => tp);
       const assigned = [...next].filter(([k]) => !this.#owned.has(k)).map(([, tp]) => tp);
       this.#owned = next;
@@ -178,6 +183,7 @@ class PlatformaticConsumer implements GroupConsumer {
       if (!this.#owned.has(k)) continue;
       const position = this.#position.get(k);
       if (position !== undefined && message.offset < position) continue;
+      if (DEBUG_TX && (position === undefined || message.offset !== position)) console.error(`DBG ${this.#options.clientId} first ${message.partition}@${message.offset} pos=${position}`);
       this.#position.set(k, message.offset + 1n);
       const headers: Array<[string, Uint8Array]> = [];
       for (const [hk, hv] of message.headers) headers.push([hk.toString(), hv]);
@@ -215,6 +221,7 @@ class PlatformaticConsumer implements GroupConsumer {
         for (const t of groups[0]?.topics ?? []) {
           for (const p of t.partitions) {
             const k = key(t.name, p.partitionIndex);
+            if (DEBUG_TX) console.error(`DBG ${this.#options.clientId} stable ${p.partitionIndex}@${p.committedOffset} pos=${this.#position.get(k)}`);
             if (p.committedOffset >= 0n && (this.#position.get(k) ?? -1n) < p.committedOffset) this.#position.set(k, p.committedOffset);
             this.#held.delete(k);
           }
@@ -327,11 +334,25 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
       acks: -1,
       autocreateTopics: false,
       timeout: TRANSACTION_TIMEOUT_MS,
+      // InitProducerId must carry -1/-1 for a new producer. The library's default (0/0) makes the
+      // broker answer PRODUCER_FENCED whenever this transactional id was used before, i.e. after
+      // every restart; with -1/-1 the broker bumps the epoch and fences the predecessor instead.
+      producerId: -1n,
+      producerEpoch: -1,
     });
   }
 
   get inTransaction(): boolean {
     return this.#tx !== undefined;
+  }
+
+  /**
+   * Registers the transactional id with the broker (InitProducerId): a predecessor with the same
+   * id is fenced and its open transaction completed or aborted before this returns. Call it
+   * before consuming, so committed offsets read afterwards are final.
+   */
+  async ready(): Promise<void> {
+    await this.#begin();
   }
 
   async #begin(): Promise<Transaction> {

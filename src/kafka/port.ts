@@ -53,6 +53,8 @@ export interface ConsumerOptions {
   stableOffsets?: boolean;
   /** Records the client may buffer ahead of the loop. */
   maxBuffered?: number;
+  /** A member silent this long leaves the group (default 10 s). */
+  sessionTimeoutMs?: number;
   listener?: AssignmentListener;
 }
 
@@ -84,6 +86,8 @@ export interface Producer {
  */
 export interface TransactionalProducer {
   readonly inTransaction: boolean;
+  /** Registers the transactional id, fencing a predecessor with the same id; before consuming. */
+  ready(): Promise<void>;
   send(records: OutboundRecord[]): Promise<void>;
   /** Adds the next offsets to read to the transaction, with the group's generation (fences a member that left). */
   sendOffsets(consumer: GroupConsumer, offsets: CommitOffset[]): Promise<void>;

@@ -11,7 +11,7 @@ import type {
   TransactionalProducer,
 } from "../kafka/port.ts";
 import { Checkpointer, type CheckpointStep } from "../state/checkpointer.ts";
-import { emptyCounters, type LoopCounters } from "./counters.ts";
+import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "./logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import { decodeRow } from "./record-codec.ts";
@@ -45,6 +45,8 @@ const SEND_RETRY_PAUSE_MS = 500;
 const MAX_CONSECUTIVE_RESTARTS = 30;
 const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
 
+// deno-lint-ignore no-explicit-any
+const DEBUG_TX = (globalThis as any).process?.env?.FV_DEBUG_TX === "1";
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -73,6 +75,8 @@ export class ConsumerLoop {
   readonly #routes = new Map<string, Route[]>();
   readonly #checkpointer: Checkpointer;
   readonly counters: LoopCounters = emptyCounters();
+  /** Exactly-once: counters of the open transaction, added to `counters` when it commits. */
+  #uncommitted: LoopCounters = emptyCounters();
   #state: LoopState = "CREATED";
   #session: Session | undefined;
   /** Next offset to commit per partition, for records already acknowledged downstream. */
@@ -83,6 +87,10 @@ export class ConsumerLoop {
   #stopRequested = false;
   /** Exactly-once: a rebalance started, so end the transaction at the next batch boundary. */
   #checkpointNow = false;
+  /** Exactly-once: partitions with records in the open transaction. */
+  readonly #txPartitions = new Set<string>();
+  /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
+  #revokedMidTransaction = false;
   #error: FvError | undefined;
   #backgroundError: FvError | undefined;
 
@@ -183,6 +191,9 @@ export class ConsumerLoop {
     this.#committed.clear();
     this.#checkpointNow = false;
     this.#backgroundError = undefined;
+    this.#txPartitions.clear();
+    this.#revokedMidTransaction = false;
+    this.#uncommitted = emptyCounters();
     const session: Session = {
       // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
       tx: this.#exactlyOnce
@@ -195,6 +206,7 @@ export class ConsumerLoop {
         topics: [...this.#routes.keys()],
         offsetReset: settings.offsetReset,
         maxBuffered: settings.batchSize * 4,
+        sessionTimeoutMs: settings.sessionTimeoutMs,
         stableOffsets: this.#exactlyOnce,
         listener: {
           onRebalance: () => {
@@ -210,8 +222,12 @@ export class ConsumerLoop {
             // Revoked partitions: their in-flight work is dropped (the new owner reads it again
             // from the last commit) and nothing more is committed for them.
             for (const tp of revoked) {
-              this.#pending.delete(tpKey(tp.topic, tp.partition));
-              this.#committed.delete(tpKey(tp.topic, tp.partition));
+              const k = tpKey(tp.topic, tp.partition);
+              // Its outputs are in the open transaction but its offsets can no longer join them:
+              // the transaction must abort, never commit outputs without their offsets.
+              if (this.#txPartitions.has(k)) this.#revokedMidTransaction = true;
+              this.#pending.delete(k);
+              this.#committed.delete(k);
             }
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
             this.#log("info", "assignment changed", { owned: owned.map((tp) => `${tp.topic}:${tp.partition}`), assigned: assigned.length, revoked: revoked.length });
@@ -221,6 +237,8 @@ export class ConsumerLoop {
     };
     this.#session = session;
     try {
+      // Fence a predecessor with the same transactional id first, so the offsets read next are final.
+      await session.tx?.ready();
       await session.consumer.start();
       if (this.#state === "STARTING") this.#to("RUNNING");
       let lastCheckpoint = Date.now();
@@ -243,8 +261,12 @@ export class ConsumerLoop {
           else void this.#commitAtLeastOnce().catch((error) => (this.#backgroundError ??= asFvError(error)));
         }
         if (this.#backgroundError) throw this.#backgroundError;
+        if (this.#revokedMidTransaction) {
+          throw new FvError("KAFKA_FENCED", "partitions were revoked while their records were in the open transaction: aborting it and rejoining");
+        }
       }
       // The ordered end: the in-flight batch is done; checkpoint, then leave the group.
+      if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction");
       if (this.#exactlyOnce) await this.#commitTransaction(session);
       else await this.#commitAtLeastOnce();
     } catch (error) {
@@ -294,14 +316,16 @@ export class ConsumerLoop {
           dropped++;
           continue;
         }
-        out.push({ topic: route.outputTopic, key: record.key, value: JSON.stringify(row), headers: record.headers });
+        out.push({ topic: route.outputTopic, key: record.key, value: JSON.stringify(row), headers: DEBUG_TX ? [...record.headers, ["fv.debug", `${this.#plan.instanceId}-${this.#plan.consumerIndex} tx${this.counters.transactionsCommitted} src ${record.partition}@${record.offset}`]] : record.headers });
         emitted++;
       }
     }
+    // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
+    if (session.tx) for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
     await this.#send(session, out);
-    // Counted once the batch is acknowledged (at-least-once) or in the open transaction
-    // (exactly-once; an abort re-processes the batch in a new session and counts it again).
-    const c = this.counters;
+    // Counted once the batch is acknowledged (at-least-once), or once its transaction commits
+    // (exactly-once: an aborted batch is processed again and counted then).
+    const c = session.tx ? this.#uncommitted : this.counters;
     c.consumed += consumed;
     c.dropped += dropped;
     c.emitted += emitted;
@@ -382,6 +406,9 @@ export class ConsumerLoop {
    */
   async #commitTransaction(session: Session): Promise<void> {
     const tx = session.tx!;
+    const owned = new Set(session.consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
+    for (const k of this.#txPartitions) if (!owned.has(k)) this.#revokedMidTransaction = true;
+    if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
     const offsets = this.#takeCommittable(session);
     if (!tx.inTransaction && offsets.length === 0) return;
     const steps: CheckpointStep[] = [
@@ -393,7 +420,11 @@ export class ConsumerLoop {
     } finally {
       this.#syncCheckpointCounters();
     }
+    if (DEBUG_TX) this.#log("debug", `DBG tx${this.counters.transactionsCommitted} committed ${offsets.map((o) => `${o.partition}@${o.offset}`).join(",")}`);
     this.counters.transactionsCommitted++;
+    addCounters(this.counters, this.#uncommitted);
+    this.#uncommitted = emptyCounters();
+    this.#txPartitions.clear();
     this.#markCommitted(offsets);
   }
 

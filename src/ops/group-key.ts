@@ -2,16 +2,33 @@ import type { Row } from "../expr/index.ts";
 
 /**
  * Reads a row's group (or join) key: the values of the key columns, a missing column read as
- * null, and a string that identifies them (their JSON text). No columns: one global group, "".
+ * null. Two forms of identity: `id` for in-memory maps (cheap: with one column of strings it is
+ * the string itself, no copy) and `text` (JSON) for changelog keys. No columns: one global group.
+ * Values compare by kind and content: 1 and "1" are different keys, lists and objects compare
+ * by their JSON text.
  */
 export interface GroupKey {
   readonly columns: readonly string[];
   /** The key's values, in column order (missing → null). */
   values(row: Row): unknown[];
-  /** The identity of a list of key values, as `values` returns them. */
-  keyOf(values: readonly unknown[]): string;
-  /** Same as `keyOf(values(row))`, without building the list when there is one column. */
-  keyOfRow(row: Row): string;
+  /** A Map key for these values. */
+  idOf(values: readonly unknown[]): unknown;
+  /** Same as `idOf(values(row))`, without building the list. */
+  idOfRow(row: Row): unknown;
+  /** The values' JSON text, as changelog keys carry it. */
+  textOf(values: readonly unknown[]): string;
+}
+
+/**
+ * One value as a Map key: strings, numbers, booleans and null as they are (a Map already tells
+ * "1" from 1); a list or an object as "\0j" + its JSON; a string that itself starts with "\0"
+ * gets "\0s" in front, so the two never meet.
+ */
+function valueId(value: unknown): unknown {
+  if (value === undefined || value === null) return null;
+  if (typeof value === "string") return value.charCodeAt(0) === 0 ? "\0s" + value : value;
+  if (typeof value === "object") return "\0j" + JSON.stringify(value);
+  return value;
 }
 
 export function groupKey(columns: readonly string[]): GroupKey {
@@ -21,18 +38,20 @@ export function groupKey(columns: readonly string[]): GroupKey {
     return value === undefined ? null : value;
   });
   if (cols.length === 0) {
-    return { columns: cols, values: () => [], keyOf: () => "", keyOfRow: () => "" };
+    return { columns: cols, values: () => [], idOf: () => "", idOfRow: () => "", textOf: () => "" };
   }
   if (cols.length === 1) {
     const only = cols[0]!;
     return {
       columns: cols,
       values,
-      keyOf: (vals) => JSON.stringify(vals[0] ?? null),
-      keyOfRow: (row) => JSON.stringify(row[only] ?? null),
+      idOf: (vals) => valueId(vals[0]),
+      idOfRow: (row) => valueId(row[only]),
+      textOf: (vals) => JSON.stringify(vals[0] ?? null),
     };
   }
-  return { columns: cols, values, keyOf: (vals) => JSON.stringify(vals), keyOfRow: (row) => JSON.stringify(values(row)) };
+  const textOf = (vals: readonly unknown[]) => JSON.stringify(vals);
+  return { columns: cols, values, idOf: textOf, idOfRow: (row) => JSON.stringify(values(row)), textOf };
 }
 
 /** Writes the group columns into an output row. */

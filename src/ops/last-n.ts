@@ -57,9 +57,10 @@ interface LastNConfig {
   expireAfterMs: number | undefined;
 }
 
-/** One group's last n items, as a ring. Key: `g:<group key>`. */
+/** One group's last n items, as a ring. Key: `g:<group key JSON>`. */
 interface Recent extends Entity {
-  readonly gk: string;
+  /** The group's in-memory identity (see GroupKey.idOf). */
+  readonly id: unknown;
   readonly group: unknown[];
   readonly items: unknown[];
   readonly itemBytes: number[];
@@ -79,7 +80,7 @@ interface Timer {
 class LastN implements Operator {
   readonly #c: LastNConfig;
   readonly #state: OperatorState<Recent>;
-  readonly #groups = new Map<string, Recent>();
+  readonly #groups = new Map<unknown, Recent>();
   /** Expiries, when expireAfterMs is set; a group that saw a later row leaves a stale one behind. */
   readonly #timers = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
 
@@ -94,7 +95,7 @@ class LastN implements Operator {
       },
       load: (groups) => {
         for (const g of groups) {
-          this.#groups.set(g.gk, g);
+          this.#groups.set(g.id, g);
           this.#setTimer(g);
         }
       },
@@ -106,11 +107,13 @@ class LastN implements Operator {
     this.#state.begin();
     checkEventTime(eventTime);
     const { n, column } = this.#c;
-    const gk = this.#c.group.keyOfRow(row);
-    let g = this.#groups.get(gk);
+    const id = this.#c.group.idOfRow(row);
+    let g = this.#groups.get(id);
     if (g === undefined) {
-      g = { key: `g:${gk}`, seq: this.#state.nextSeq(), persisted: false, gk, group: this.#c.group.values(row), items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 4 * gk.length };
-      this.#groups.set(gk, g);
+      const group = this.#c.group.values(row);
+      const key = `g:${this.#c.group.textOf(group)}`;
+      g = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, id, group, items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 2 * key.length };
+      this.#groups.set(id, g);
       this.#state.created(g);
       this.#setTimer(g);
     } else {
@@ -147,8 +150,8 @@ class LastN implements Operator {
     for (let t = this.#timers.peek(); t !== undefined && t.at <= watermark; t = this.#timers.peek()) {
       this.#timers.pop();
       const g = t.recent;
-      if (this.#groups.get(g.gk) !== g || g.latest + expireAfterMs !== t.at) continue;
-      this.#groups.delete(g.gk);
+      if (this.#groups.get(g.id) !== g || g.latest + expireAfterMs !== t.at) continue;
+      this.#groups.delete(g.id);
       this.#state.removed(g);
     }
     return [];
@@ -189,18 +192,18 @@ class LastN implements Operator {
     if (items.length > this.#c.n) r.fail(`holds ${items.length} items, more than n = ${this.#c.n}`);
     if (this.#c.column === undefined) items.forEach((item) => r.row(item, "an item"));
     const itemBytes = items.map((item) => 8 + approxBytes(item));
-    const gk = this.#c.group.keyOf(group);
+    const key = `g:${this.#c.group.textOf(group)}`;
     return {
-      key: `g:${gk}`,
+      key,
       seq: r.integer(o.seq, "seq"),
-      persisted: true,
-      gk,
+      persisted: true, dirty: false, removed: false,
+      id: this.#c.group.idOf(group),
       group,
       items: [...items],
       itemBytes,
       next: 0,
       latest: r.number(o.latest, "latest"),
-      bytes: 96 + 4 * gk.length + itemBytes.reduce((a, b) => a + b, 0),
+      bytes: 96 + 2 * key.length + itemBytes.reduce((a, b) => a + b, 0),
     };
   }
 }

@@ -15,6 +15,10 @@ export interface Entity {
   seq: number;
   /** True when the changelog may hold a live value for this key (so removing it needs a tombstone). */
   persisted: boolean;
+  /** Waiting in the next changelog batch (OperatorState's bookkeeping; start false). */
+  dirty: boolean;
+  /** Gone from the live state (OperatorState's bookkeeping; start false). */
+  removed: boolean;
 }
 
 export interface StateCodec<E extends Entity> {
@@ -40,7 +44,12 @@ export class OperatorState<E extends Entity> {
   watermark = -Infinity;
   readonly #codec: StateCodec<E>;
   #seq = 0;
-  readonly #dirty = new Map<string, E | null>();
+  // Changed entities, each once (its `dirty` flag says it is here): a flag test per row, no map lookup.
+  #dirty: E[] = [];
+  /** Entities in #dirty that were removed since (skipped at drain; compacted away when they pile up). */
+  #removedDirty = 0;
+  /** Keys to delete in the next batch. */
+  readonly #tombstones = new Set<string>();
   #metaDirty = false;
   #started = false;
   // Restored entities wait here (later entries win) until the operator first needs them.
@@ -68,7 +77,9 @@ export class OperatorState<E extends Entity> {
     this.#codec.load(entities);
     this.#seq = seq;
     this.watermark = this.#restoredWatermark;
-    this.#dirty.clear();
+    this.#dirty = [];
+    this.#removedDirty = 0;
+    this.#tombstones.clear();
     this.#metaDirty = false;
   }
 
@@ -101,37 +112,51 @@ export class OperatorState<E extends Entity> {
   /** A new entity: it goes into the next changelog batch. */
   created(entity: E): void {
     // A tombstone still waiting for this key means the log holds the old value: the new one replaces it.
-    entity.persisted = this.#dirty.get(entity.key) === null;
-    this.#dirty.set(entity.key, entity);
+    entity.persisted = this.#tombstones.delete(entity.key);
+    entity.dirty = true;
+    this.#dirty.push(entity);
   }
 
   /** An entity changed. */
   touched(entity: E): void {
-    this.#dirty.set(entity.key, entity);
+    if (entity.dirty) return;
+    entity.dirty = true;
+    this.#dirty.push(entity);
   }
 
   /** An entity is gone: a tombstone, unless the log never saw it. */
   removed(entity: E): void {
-    if (entity.persisted) this.#dirty.set(entity.key, null);
-    else this.#dirty.delete(entity.key);
+    entity.removed = true;
+    if (entity.persisted) this.#tombstones.add(entity.key);
+    // Someone who never drains (a library user without a changelog) must not keep every fired window alive.
+    if (entity.dirty && ++this.#removedDirty > 1024 && this.#removedDirty * 2 > this.#dirty.length) {
+      this.#dirty = this.#dirty.filter((e) => !e.removed);
+      this.#removedDirty = 0;
+    }
   }
 
   drainChanges(): StateEntry[] {
     this.ready();
     const out: StateEntry[] = [];
-    for (const [key, entity] of this.#dirty) {
-      if (entity === null) {
-        out.push({ key, value: null });
-        continue;
-      }
+    const dirty = this.#dirty;
+    for (let i = 0; i < dirty.length; i++) {
+      const entity = dirty[i]!;
+      if (entity.removed) continue;
       const value = this.#codec.encode(entity);
-      assertJsonState(this.op, key, value);
-      out.push({ key, value });
+      assertJsonState(this.op, entity.key, value);
+      out.push({ key: entity.key, value });
     }
+    for (const key of this.#tombstones) out.push({ key, value: null });
     if (this.#metaDirty) out.push({ key: META_KEY, value: this.#meta() });
     // Only now that every value encoded: a refused batch stays dirty.
-    for (const entity of this.#dirty.values()) if (entity !== null) entity.persisted = true;
-    this.#dirty.clear();
+    for (let i = 0; i < dirty.length; i++) {
+      const entity = dirty[i]!;
+      entity.dirty = false;
+      if (!entity.removed) entity.persisted = true;
+    }
+    this.#dirty = [];
+    this.#removedDirty = 0;
+    this.#tombstones.clear();
     this.#metaDirty = false;
     return out;
   }

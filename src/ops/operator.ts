@@ -1,7 +1,7 @@
 import type * as v from "valibot";
 import type { Row } from "../expr/index.ts";
 
-/** What one input row gave: rows to emit now, and rows refused as late. */
+/** What one input row gave: rows to emit now, and rows refused as late. Read-only: see `NO_OUTPUT`. */
 export interface OperatorOutput {
   rows: Row[];
   /** Rows refused because the watermark already closed their window (or session, or join bound). The engine counts them, drops or dead-letters them. */
@@ -29,6 +29,12 @@ export interface OperatorSnapshot {
   entries: StateEntry[];
 }
 
+/**
+ * What `process` returns when a row neither emits nor is late (most rows of a windowed
+ * aggregate): one shared, frozen object, so the hot path allocates nothing. Changing it throws.
+ */
+export const NO_OUTPUT: OperatorOutput = Object.freeze({ rows: Object.freeze([]) as unknown as Row[], late: Object.freeze([]) as unknown as Row[] });
+
 /** The snapshot format this build writes and reads. */
 export const SNAPSHOT_VERSION = 1;
 
@@ -46,6 +52,7 @@ export interface Operator {
    * One input row with its event time in epoch ms. `input` is the index of the stage input it
    * came from (0 = left, 1 = right for streamJoin). Throws FvError POISON_ROW (with
    * `context.reason`) for a row it cannot use; a poison row leaves the state unchanged.
+   * The output is read-only (it may be the shared, frozen `NO_OUTPUT`).
    */
   process(row: Row, eventTime: number, input: number): OperatorOutput;
   /** The watermark moved forward (epoch ms): fire and evict whatever it closes. Smaller values are ignored. */

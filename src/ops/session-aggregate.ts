@@ -4,7 +4,7 @@ import { type Aggregator, aggregateSchema, compileAggregate } from "./aggregates
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import type { CompiledOperator, Operator, OperatorContext, OperatorOutput, OperatorSnapshot, StateEntry } from "./operator.ts";
+import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
 import { type Entity, OperatorState } from "./operator-state.ts";
 import type { StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
@@ -78,9 +78,10 @@ interface Session {
   open: boolean;
 }
 
-/** One group's open sessions, sorted by start. Key: `s:<group key>`. */
+/** One group's open sessions, sorted by start. Key: `s:<group key JSON>`. */
 interface Group extends Entity {
-  readonly gk: string;
+  /** The group's in-memory identity (see GroupKey.idOf). */
+  readonly id: unknown;
   readonly group: unknown[];
   sessions: Session[];
 }
@@ -95,7 +96,7 @@ interface Timer {
 class SessionAggregate implements Operator {
   readonly #c: SessionConfig;
   readonly #state: OperatorState<Group>;
-  readonly #groups = new Map<string, Group>();
+  readonly #groups = new Map<unknown, Group>();
   // One timer per session end; a session that grew or merged leaves stale timers, skipped when they pop.
   readonly #timers = new MinHeap<Timer>((a, b) => a.end < b.end || (a.end === b.end && a.seq < b.seq));
   readonly #values: unknown[];
@@ -116,7 +117,7 @@ class SessionAggregate implements Operator {
       },
       load: (groups) => {
         for (const g of groups) {
-          this.#groups.set(g.gk, g);
+          this.#groups.set(g.id, g);
           for (const s of g.sessions) this.#timers.push({ end: s.last + this.#c.gapMs, seq: s.seq, group: g, session: s });
         }
       },
@@ -137,8 +138,8 @@ class SessionAggregate implements Operator {
       values[i] = value;
     }
     // 2. Find the open sessions the row falls into: less than gapMs from their first or last event.
-    const gk = this.#c.group.keyOfRow(row);
-    const g = this.#groups.get(gk);
+    const id = this.#c.group.idOfRow(row);
+    const g = this.#groups.get(id);
     const sessions = g?.sessions ?? [];
     let first = -1;
     let count = 0;
@@ -151,7 +152,7 @@ class SessionAggregate implements Operator {
     }
     // 3. None: a new session, unless the watermark already closed it (the row is late).
     if (count === 0 && eventTime + gapMs <= this.#state.watermark) return { rows: [], late: [row] };
-    const group = g ?? this.#newGroup(gk, row);
+    const group = g ?? this.#newGroup(id, row);
     let session: Session;
     if (count === 0) {
       session = { start: eventTime, last: eventTime, seq: this.#state.nextSeq(), acc: aggs.map((a) => a.init()), open: true };
@@ -182,7 +183,7 @@ class SessionAggregate implements Operator {
     if (end !== endBefore || count > 1) this.#timers.push({ end, seq: session.seq, group, session });
     if (g === undefined) this.#state.created(group);
     else this.#state.touched(group);
-    return { rows: [], late: [] };
+    return NO_OUTPUT;
   }
 
   advance(watermark: number): Row[] {
@@ -198,7 +199,7 @@ class SessionAggregate implements Operator {
       out.push(this.#result(group, session));
       group.sessions.splice(group.sessions.indexOf(session), 1);
       if (group.sessions.length === 0) {
-        this.#groups.delete(group.gk);
+        this.#groups.delete(group.id);
         this.#state.removed(group);
       } else {
         this.#state.touched(group);
@@ -228,7 +229,7 @@ class SessionAggregate implements Operator {
     let bytes = 0;
     const aggs = this.#c.aggs;
     for (const g of this.#groups.values()) {
-      bytes += 96 + 4 * g.gk.length;
+      bytes += 96 + 4 * g.key.length;
       for (const s of g.sessions) {
         bytes += 64;
         for (let i = 0; i < aggs.length; i++) bytes += aggs[i]!.bytes(s.acc[i]);
@@ -237,9 +238,10 @@ class SessionAggregate implements Operator {
     return { keys: this.#groups.size, bytes };
   }
 
-  #newGroup(gk: string, row: Row): Group {
-    const group: Group = { key: `s:${gk}`, seq: this.#state.nextSeq(), persisted: false, gk, group: this.#c.group.values(row), sessions: [] };
-    this.#groups.set(gk, group);
+  #newGroup(id: unknown, row: Row): Group {
+    const values = this.#c.group.values(row);
+    const group: Group = { key: `s:${this.#c.group.textOf(values)}`, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, id, group: values, sessions: [] };
+    this.#groups.set(id, group);
     return group;
   }
 
@@ -271,7 +273,6 @@ class SessionAggregate implements Operator {
     });
     if (sessions.length === 0) r.fail("a session group with no session");
     sessions.sort((a, b) => a.start - b.start);
-    const gk = this.#c.group.keyOf(group);
-    return { key: `s:${gk}`, seq: r.integer(o.seq, "seq"), persisted: true, gk, group, sessions };
+    return { key: `s:${this.#c.group.textOf(group)}`, seq: r.integer(o.seq, "seq"), persisted: true, dirty: false, removed: false, id: this.#c.group.idOf(group), group, sessions };
   }
 }

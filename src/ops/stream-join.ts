@@ -3,7 +3,7 @@ import type { Row } from "../expr/index.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import type { CompiledOperator, Operator, OperatorContext, OperatorOutput, OperatorSnapshot, StateEntry } from "./operator.ts";
+import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
 import { type Entity, OperatorState } from "./operator-state.ts";
 import { approxBytes, type StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkInputs, columnName, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
@@ -108,8 +108,9 @@ interface JoinConfig {
 interface Buffered extends Entity {
   readonly side: 0 | 1;
   readonly time: number;
-  /** The join key's identity (JSON of the key values). */
-  readonly jk: string;
+  /** The join key's values, and their in-memory identity (see GroupKey.idOf). */
+  readonly keyValues: unknown[];
+  readonly id: unknown;
   /** The row, already projected to the side's columns. */
   readonly row: Row;
   /** Left rows: has it matched a right row yet (decides the null row of a left join). */
@@ -121,7 +122,7 @@ class StreamJoin implements Operator {
   readonly #c: JoinConfig;
   readonly #state: OperatorState<Buffered>;
   /** Per side: buffered rows by join key, each list in arrival order. */
-  readonly #buffers: [Map<string, Buffered[]>, Map<string, Buffered[]>] = [new Map(), new Map()];
+  readonly #buffers: [Map<unknown, Buffered[]>, Map<unknown, Buffered[]>] = [new Map(), new Map()];
   /** Every buffered row, earliest event time first (ties: arrival order); a row leaves once watermark > time + withinMs. */
   readonly #expiry = new MinHeap<Buffered>((a, b) => a.time < b.time || (a.time === b.time && a.seq < b.seq));
   #bytes = 0;
@@ -130,7 +131,9 @@ class StreamJoin implements Operator {
     this.#c = config;
     this.#state = new OperatorState<Buffered>(OP, {
       decode: (r, value) => this.#decode(r, value),
-      encode: (b) => (b.side === LEFT && this.#c.leftJoin ? { time: b.time, seq: b.seq, key: b.jk, row: b.row, matched: b.matched } : { time: b.time, seq: b.seq, key: b.jk, row: b.row }),
+      encode: (b) => (b.side === LEFT && this.#c.leftJoin
+        ? { time: b.time, seq: b.seq, key: b.keyValues, row: b.row, matched: b.matched }
+        : { time: b.time, seq: b.seq, key: b.keyValues, row: b.row }),
       clear: () => {
         this.#buffers[0].clear();
         this.#buffers[1].clear();
@@ -157,13 +160,13 @@ class StreamJoin implements Operator {
     // 2. A null key equals nothing: no match, nothing buffered; a left join emits the left row with nulls now.
     if (values.some((value) => value === null)) {
       if (side === LEFT && this.#c.leftJoin) out.push(this.#joined(this.#project(row, LEFT), undefined));
-      return { rows: out, late: [] };
+      return out.length === 0 ? NO_OUTPUT : { rows: out, late: [] };
     }
-    const jk = keys[side].keyOf(values);
+    const id = keys[side].idOf(values);
     const projected = this.#project(row, side);
     // 3. Match the other side's buffered rows with the same key, in their arrival order.
     let matched = false;
-    const partners = this.#buffers[1 - side]!.get(jk);
+    const partners = this.#buffers[1 - side]!.get(id);
     if (partners !== undefined) {
       for (const p of partners) {
         if (Math.abs(p.time - eventTime) > withinMs) continue;
@@ -183,17 +186,18 @@ class StreamJoin implements Operator {
     const b: Buffered = {
       key: `${side === LEFT ? "L" : "R"}:${seq}`,
       seq,
-      persisted: false,
+      persisted: false, dirty: false, removed: false,
       side,
       time: eventTime,
-      jk,
+      keyValues: values,
+      id,
       row: projected,
       matched,
-      bytes: 96 + approxBytes(projected) + 2 * jk.length,
+      bytes: 96 + approxBytes(projected) + approxBytes(values),
     };
     this.#insert(b);
     this.#state.created(b);
-    return { rows: out, late: [] };
+    return out.length === 0 ? NO_OUTPUT : { rows: out, late: [] };
   }
 
   advance(watermark: number): Row[] {
@@ -203,9 +207,9 @@ class StreamJoin implements Operator {
     const withinMs = this.#c.withinMs;
     for (let b = this.#expiry.peek(); b !== undefined && b.time + withinMs < watermark; b = this.#expiry.peek()) {
       this.#expiry.pop();
-      const bucket = this.#buffers[b.side].get(b.jk)!;
+      const bucket = this.#buffers[b.side].get(b.id)!;
       bucket.splice(bucket.indexOf(b), 1);
-      if (bucket.length === 0) this.#buffers[b.side].delete(b.jk);
+      if (bucket.length === 0) this.#buffers[b.side].delete(b.id);
       this.#bytes -= b.bytes;
       this.#state.removed(b);
       if (b.side === LEFT && this.#c.leftJoin && !b.matched) out.push(this.#joined(b.row, undefined));
@@ -236,8 +240,8 @@ class StreamJoin implements Operator {
 
   #insert(b: Buffered): void {
     const buffers = this.#buffers[b.side];
-    const bucket = buffers.get(b.jk);
-    if (bucket === undefined) buffers.set(b.jk, [b]);
+    const bucket = buffers.get(b.id);
+    if (bucket === undefined) buffers.set(b.id, [b]);
     else bucket.push(b);
     this.#expiry.push(b);
     this.#bytes += b.bytes;
@@ -282,19 +286,22 @@ class StreamJoin implements Operator {
     const side = r.key.startsWith("L:") ? LEFT : r.key.startsWith("R:") ? RIGHT : r.fail("a streamJoin key starts with L: or R:");
     const o = r.object(value, "a buffered row");
     const row = r.row(o.row, "row");
-    const jk = r.string(o.key, "key");
+    const keyValues = r.list(o.key, "key");
+    if (keyValues.length !== this.#c.keys[side].columns.length) r.fail(`the key has ${keyValues.length} values, the join ${this.#c.keys[side].columns.length} key columns`);
+    if (keyValues.some((value) => value === null)) r.fail("a buffered row has a null key");
     const seq = r.integer(o.seq, "seq");
     const matched = side === LEFT && this.#c.leftJoin ? r.boolean(o.matched, "matched") : false;
     return {
       key: `${side === LEFT ? "L" : "R"}:${seq}`,
       seq,
-      persisted: true,
+      persisted: true, dirty: false, removed: false,
       side,
       time: r.number(o.time, "time"),
-      jk,
+      keyValues,
+      id: this.#c.keys[side].idOf(keyValues),
       row,
       matched,
-      bytes: 96 + approxBytes(row) + 2 * jk.length,
+      bytes: 96 + approxBytes(row) + approxBytes(keyValues),
     };
   }
 }

@@ -4,7 +4,7 @@ import type { Row } from "../expr/index.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import type { CompiledOperator, Operator, OperatorContext, OperatorOutput, OperatorSnapshot, StateEntry } from "./operator.ts";
+import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
 import { type Entity, OperatorState } from "./operator-state.ts";
 import { approxBytes, type StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, invalidStep, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
@@ -87,9 +87,8 @@ interface Ranked {
   bytes: number;
 }
 
-/** One group's ranking (in one window, when windowed). Key: `w:<start>:<group key>`, or `g:<group key>`. */
+/** One group's ranking (in one window, when windowed). Key: `w:<start>:<group key JSON>`, or `g:<group key JSON>`. */
 interface Ranking extends Entity {
-  readonly gk: string;
   readonly group: unknown[];
   /** Window start, or null for a running ranking. */
   readonly start: number | null;
@@ -144,7 +143,7 @@ class TopN implements Operator {
     const { by, windowMs } = this.#c;
     const value = row[by];
     // 1. A row without a value to rank by is skipped (as aggregates skip null); a non-number is poison.
-    if (value === null || value === undefined) return { rows: [], late: [] };
+    if (value === null || value === undefined) return NO_OUTPUT;
     if (typeof value !== "number" || !Number.isFinite(value)) {
       throw new FvError("POISON_ROW", `topN ranks by column "${by}", which needs a finite number, got ${typeof value} ${JSON.stringify(value)}`, {
         context: { reason: "type_error", field: by },
@@ -156,12 +155,13 @@ class TopN implements Operator {
       start = tumblingStart(eventTime, windowMs);
       if (start + windowMs <= this.#state.watermark) return { rows: [], late: [row] };
     }
-    const gk = this.#c.group.keyOfRow(row);
+    const group = this.#c.group.values(row);
+    const gk = this.#c.group.textOf(group);
     const key = start === null ? `g:${gk}` : `w:${start}:${gk}`;
     let ranking = this.#rankings.get(key);
     const isNew = ranking === undefined;
     if (ranking === undefined) {
-      ranking = { key, seq: this.#state.nextSeq(), persisted: false, gk, group: this.#c.group.values(row), start, rows: [], latest: eventTime, bytes: 96 + 4 * gk.length };
+      ranking = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, group, start, rows: [], latest: eventTime, bytes: 96 + 2 * key.length };
       this.#rankings.set(key, ranking);
       this.#state.created(ranking);
       if (start !== null) this.#setTimer(ranking);
@@ -178,7 +178,7 @@ class TopN implements Operator {
     if (entered || changed) {
       if (!isNew) this.#state.touched(ranking);
     }
-    if (!entered || start !== null) return { rows: [], late: [] };
+    if (!entered || start !== null) return NO_OUTPUT;
     return { rows: [this.#update(ranking)], late: [] };
   }
 
@@ -262,7 +262,7 @@ class TopN implements Operator {
     if (start !== null && tumblingStart(start, this.#c.windowMs!) !== start) r.fail(`window start ${start} is not a multiple of windowMs: was windowMs changed?`);
     const group = r.list(o.group, "group");
     if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
-    const gk = this.#c.group.keyOf(group);
+    const gk = this.#c.group.textOf(group);
     const rows = r.list(o.rows, "rows").map((raw): Ranked => {
       const x = r.object(raw, "a ranked row");
       const row = r.row(x.row, "row");
@@ -272,13 +272,12 @@ class TopN implements Operator {
     return {
       key: start === null ? `g:${gk}` : `w:${start}:${gk}`,
       seq: r.integer(o.seq, "seq"),
-      persisted: true,
-      gk,
+      persisted: true, dirty: false, removed: false,
       group,
       start,
       rows,
       latest: r.number(o.latest, "latest"),
-      bytes: 96 + 4 * gk.length + rows.reduce((sum, x) => sum + x.bytes, 0),
+      bytes: 96 + 2 * (gk.length + 16) + rows.reduce((sum, x) => sum + x.bytes, 0),
     };
   }
 }

@@ -3,7 +3,7 @@ import type { Row } from "../expr/index.ts";
 import { type Aggregator, aggregateSchema, compileAggregate } from "./aggregates.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
-import type { CompiledOperator, Operator, OperatorContext, OperatorOutput, OperatorSnapshot, StateEntry } from "./operator.ts";
+import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
 import { type Entity, OperatorState } from "./operator-state.ts";
 import type { StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
@@ -66,10 +66,11 @@ interface WindowConfig {
   group: GroupKey;
 }
 
-/** One group's accumulators in one window. Key: `w:<start>:<group key>`. */
+/** One group's accumulators in one window. Key: `w:<start>:<group key JSON>`. */
 interface Window extends Entity {
   readonly start: number;
-  readonly gk: string;
+  /** The group's in-memory identity (see GroupKey.idOf). */
+  readonly id: unknown;
   readonly group: unknown[];
   readonly acc: unknown[];
 }
@@ -78,7 +79,7 @@ class WindowedAggregate implements Operator {
   readonly #c: WindowConfig;
   readonly #state: OperatorState<Window>;
   /** Open windows by end, each map in arrival order of its groups. */
-  readonly #byEnd = new Map<number, Map<string, Window>>();
+  readonly #byEnd = new Map<number, Map<unknown, Window>>();
   /** The keys of #byEnd, ascending. */
   #ends: number[] = [];
   #count = 0;
@@ -118,21 +119,21 @@ class WindowedAggregate implements Operator {
     }
     // 2. Add the row to each of its windows the watermark has not closed.
     const watermark = this.#state.watermark;
-    let gk: string | undefined;
+    let id: unknown;
     if (slideMs === sizeMs) {
       const start = tumblingStart(eventTime, sizeMs);
       if (start + sizeMs <= watermark) return { rows: [], late: [row] };
-      this.#add(start, this.#c.group.keyOfRow(row), row, eventTime);
-      return { rows: [], late: [] };
+      this.#add(start, this.#c.group.idOfRow(row), row, eventTime);
+      return NO_OUTPUT;
     }
     let open = false;
     for (const start of hoppingStarts(eventTime, sizeMs, slideMs, this.#starts)) {
       if (start + sizeMs <= watermark) continue;
-      gk ??= this.#c.group.keyOfRow(row);
-      this.#add(start, gk, row, eventTime);
+      if (!open) id = this.#c.group.idOfRow(row);
+      this.#add(start, id, row, eventTime);
       open = true;
     }
-    return open ? { rows: [], late: [] } : { rows: [], late: [row] };
+    return open ? NO_OUTPUT : { rows: [], late: [row] };
   }
 
   advance(watermark: number): Row[] {
@@ -175,23 +176,25 @@ class WindowedAggregate implements Operator {
     let bytes = 0;
     const aggs = this.#c.aggs;
     for (const w of this.#live()) {
-      bytes += 96 + 2 * (w.key.length + w.gk.length);
+      bytes += 96 + 4 * w.key.length;
       for (let i = 0; i < aggs.length; i++) bytes += aggs[i]!.bytes(w.acc[i]);
     }
     return { keys: this.#count, bytes };
   }
 
-  #add(start: number, gk: string, row: Row, time: number): void {
+  #add(start: number, id: unknown, row: Row, time: number): void {
     const end = start + this.#c.sizeMs;
     let windows = this.#byEnd.get(end);
     if (windows === undefined) windows = this.#openEnd(end);
-    let w = windows.get(gk);
+    let w = windows.get(id);
     if (w === undefined) {
       const aggs = this.#c.aggs;
       const acc = new Array(aggs.length);
       for (let i = 0; i < aggs.length; i++) acc[i] = aggs[i]!.init();
-      w = { key: `w:${start}:${gk}`, seq: this.#state.nextSeq(), persisted: false, start, gk, group: this.#c.group.values(row), acc };
-      windows.set(gk, w);
+      const group = this.#c.group.values(row);
+      const key = `w:${start}:${this.#c.group.textOf(group)}`;
+      w = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, start, id, group, acc };
+      windows.set(id, w);
       this.#count++;
       this.#state.created(w);
     } else {
@@ -206,8 +209,8 @@ class WindowedAggregate implements Operator {
     }
   }
 
-  #openEnd(end: number): Map<string, Window> {
-    const windows = new Map<string, Window>();
+  #openEnd(end: number): Map<unknown, Window> {
+    const windows = new Map<unknown, Window>();
     this.#byEnd.set(end, windows);
     const ends = this.#ends;
     let i = ends.length;
@@ -219,7 +222,7 @@ class WindowedAggregate implements Operator {
   #insert(w: Window): void {
     const end = w.start + this.#c.sizeMs;
     const windows = this.#byEnd.get(end) ?? this.#openEnd(end);
-    windows.set(w.gk, w);
+    windows.set(w.id, w);
     this.#count++;
   }
 
@@ -250,13 +253,12 @@ class WindowedAggregate implements Operator {
     const rawAcc = r.list(o.acc, "acc");
     const aggs = this.#c.aggs;
     if (rawAcc.length !== aggs.length) r.fail(`acc has ${rawAcc.length} accumulators, the step has ${aggs.length} aggregates: was aggs changed?`);
-    const gk = this.#c.group.keyOf(group);
     return {
-      key: `w:${start}:${gk}`,
+      key: `w:${start}:${this.#c.group.textOf(group)}`,
       seq: r.integer(o.seq, "seq"),
-      persisted: true,
+      persisted: true, dirty: false, removed: false,
       start,
-      gk,
+      id: this.#c.group.idOf(group),
       group,
       acc: rawAcc.map((json, i) => aggs[i]!.decode(r, json)),
     };

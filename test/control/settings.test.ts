@@ -17,6 +17,7 @@ describe("parseSettings", () => {
       instanceId: undefined,
       checkpointDeadlineMs: 10000,
       checkpointMaxFailures: 5,
+      sessionTimeoutMs: 10000,
     });
   });
 

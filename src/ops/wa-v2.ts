@@ -1,0 +1,266 @@
+import * as v from "valibot";
+import type { Row } from "../expr/index.ts";
+import { type Aggregator, aggregateSchema, compileAggregate } from "./aggregates.ts";
+import { checkEventTime } from "./event-time.ts";
+import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
+import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
+import { type Entity, OperatorState } from "./operator-state.ts";
+import type { StateReader } from "./state-values.ts";
+import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
+import { hoppingStarts, tumblingStart } from "./time-windows.ts";
+
+export const windowedAggregateSchema = v.strictObject({
+  op: v.literal("windowedAggregate"),
+  timeColumn,
+  windowMs: milliseconds("windowMs", 1),
+  /** Hopping windows: a new window every slideMs. Absent (or equal to windowMs): tumbling. */
+  slideMs: v.optional(milliseconds("slideMs", 1)),
+  allowedLatenessMs,
+  groupBy,
+  aggs: v.pipe(
+    v.array(aggregateSchema, "aggs is a list of aggregates, e.g. aggs = [{ op = \"sum\", column = \"qty\" }]"),
+    v.minLength(1, "list at least one aggregate, e.g. aggs = [{ op = \"count\" }]"),
+  ),
+});
+
+export type WindowedAggregateDef = v.InferOutput<typeof windowedAggregateSchema>;
+
+const OP = "windowedAggregate";
+
+/**
+ * `{ op = "windowedAggregate", timeColumn = "ts", windowMs = 60000, groupBy = ["sym"], aggs = [...] }`:
+ * per group, one row per window once the watermark reaches the window's end.
+ *
+ * @example
+ * const compiled = compileWindowedAggregate({ op: "windowedAggregate", timeColumn: "ts", windowMs: 60_000, allowedLatenessMs: 0, groupBy: ["sym"], aggs: [{ op: "count" }] }, { stage: 0, step: 0, inputs: 1 });
+ * const op = compiled.create();
+ * op.process({ sym: "A", ts: 5_000 }, 5_000, 0);
+ * op.advance(60_000); // [{ windowStart: 0, windowEnd: 60000, sym: "A", count: 1 }]
+ */
+export function compileWindowedAggregate(def: WindowedAggregateDef, ctx: OperatorContext): CompiledOperator {
+  checkInputs(OP, ctx, "one or more");
+  const slideMs = def.slideMs ?? def.windowMs;
+  if (slideMs > def.windowMs) throw invalidStep(OP, ctx, "slideMs", `slideMs (${slideMs}) cannot exceed windowMs (${def.windowMs}): rows between windows would belong to none`);
+  const aggs = def.aggs.map(compileAggregate);
+  checkDistinctColumns(OP, ctx, [
+    { name: "windowStart", field: "windowStart" },
+    { name: "windowEnd", field: "windowEnd" },
+    ...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })),
+    ...aggs.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
+  ]);
+  const config: WindowConfig = { sizeMs: def.windowMs, slideMs, aggs, group: groupKey(def.groupBy) };
+  return {
+    op: OP,
+    timeColumn: def.timeColumn,
+    allowedLatenessMs: def.allowedLatenessMs,
+    keyColumns: def.groupBy,
+    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
+    create: () => new WindowedAggregate(config),
+  };
+}
+
+interface WindowConfig {
+  sizeMs: number;
+  slideMs: number;
+  aggs: Aggregator[];
+  group: GroupKey;
+}
+
+/** One group's accumulators in one window. Key: `w:<start>:<group key JSON>`. */
+interface Window extends Entity {
+  readonly start: number;
+  /** The group's in-memory identity (see GroupKey.idOf). */
+  readonly id: unknown;
+  readonly group: unknown[];
+  readonly acc: unknown[];
+}
+
+class WindowedAggregate implements Operator {
+  readonly #c: WindowConfig;
+  readonly #state: OperatorState<Window>;
+  /** Open windows by end, each map in arrival order of its groups. */
+  readonly #byEnd = new Map<number, Map<unknown, Window>>();
+  /** The keys of #byEnd, ascending. */
+  #ends: number[] = [];
+  #count = 0;
+  // Per-row scratch, reused (process is synchronous).
+  readonly #values: unknown[];
+  readonly #starts: number[] = [];
+
+  constructor(config: WindowConfig) {
+    this.#c = config;
+    this.#values = new Array(config.aggs.length);
+    this.#state = new OperatorState<Window>(OP, {
+      decode: (r, value) => this.#decode(r, value),
+      encode: (w) => ({ start: w.start, group: w.group, seq: w.seq, acc: this.#c.aggs.map((a, i) => a.encode(w.acc[i])) }),
+      clear: () => {
+        this.#byEnd.clear();
+        this.#ends = [];
+        this.#count = 0;
+      },
+      load: (windows) => {
+        for (const w of windows) this.#insert(w);
+      },
+      live: () => this.#live(),
+    });
+  }
+
+  process(row: Row, eventTime: number, _input: number): OperatorOutput {
+    this.#state.begin();
+    checkEventTime(eventTime);
+    const { aggs, sizeMs, slideMs } = this.#c;
+    // 1. Read and check every aggregate input, so a poison row changes nothing.
+    const values = this.#values;
+    for (let i = 0; i < aggs.length; i++) {
+      const a = aggs[i]!;
+      const value = a.column === undefined ? true : row[a.column];
+      if (value !== null && value !== undefined) a.check(value);
+      values[i] = value;
+    }
+    // 2. Add the row to each of its windows the watermark has not closed.
+    const watermark = this.#state.watermark;
+    let id: unknown;
+    if (slideMs === sizeMs) {
+      const start = tumblingStart(eventTime, sizeMs);
+      if (start + sizeMs <= watermark) return { rows: [], late: [row] };
+      this.#add(start, this.#c.group.idOfRow(row), row, eventTime);
+      return NO_OUTPUT;
+    }
+    let open = false;
+    for (const start of hoppingStarts(eventTime, sizeMs, slideMs, this.#starts)) {
+      if (start + sizeMs <= watermark) continue;
+      if (!open) id = this.#c.group.idOfRow(row);
+      this.#add(start, id, row, eventTime);
+      open = true;
+    }
+    return open ? NO_OUTPUT : { rows: [], late: [row] };
+  }
+
+  advance(watermark: number): Row[] {
+    this.#state.begin();
+    if (!this.#state.advanceTo(watermark)) return [];
+    const out: Row[] = [];
+    let fired = 0;
+    while (fired < this.#ends.length && this.#ends[fired]! <= watermark) {
+      const end = this.#ends[fired++]!;
+      const windows = this.#byEnd.get(end)!;
+      this.#byEnd.delete(end);
+      for (const w of windows.values()) {
+        out.push(this.#result(w, end));
+        this.#state.removed(w);
+      }
+      this.#count -= windows.size;
+    }
+    if (fired > 0) this.#ends = this.#ends.slice(fired);
+    return out;
+  }
+
+  drainChanges(): StateEntry[] {
+    return this.#state.drainChanges();
+  }
+
+  restore(entries: Iterable<StateEntry>): void {
+    this.#state.restore(entries);
+  }
+
+  snapshot(): OperatorSnapshot {
+    return this.#state.snapshot();
+  }
+
+  restoreSnapshot(snapshot: OperatorSnapshot): void {
+    this.#state.restoreSnapshot(snapshot);
+  }
+
+  stateSize(): { keys: number; bytes: number } {
+    this.#state.ready();
+    let bytes = 0;
+    const aggs = this.#c.aggs;
+    for (const w of this.#live()) {
+      bytes += 96 + 4 * w.key.length;
+      for (let i = 0; i < aggs.length; i++) bytes += aggs[i]!.bytes(w.acc[i]);
+    }
+    return { keys: this.#count, bytes };
+  }
+
+  #add(start: number, id: unknown, row: Row, time: number): void {
+    const end = start + this.#c.sizeMs;
+    let windows = this.#byEnd.get(end);
+    if (windows === undefined) windows = this.#openEnd(end);
+    let w = windows.get(id);
+    if (w === undefined) {
+      const aggs = this.#c.aggs;
+      const acc = new Array(aggs.length);
+      for (let i = 0; i < aggs.length; i++) acc[i] = aggs[i]!.init();
+      const group = this.#c.group.values(row);
+      const key = `w:${start}:${this.#c.group.textOf(group)}`;
+      w = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, start, id, group, acc };
+      windows.set(id, w);
+      this.#count++;
+      this.#state.created(w);
+    } else {
+      // skip
+    }
+    const aggs = this.#c.aggs;
+    const values = this.#values;
+    const acc = w.acc;
+    for (let i = 0; i < aggs.length; i++) {
+      const value = values[i];
+      if (value !== null && value !== undefined) acc[i] = aggs[i]!.add(acc[i], value, time);
+    }
+  }
+
+  #openEnd(end: number): Map<unknown, Window> {
+    const windows = new Map<unknown, Window>();
+    this.#byEnd.set(end, windows);
+    const ends = this.#ends;
+    let i = ends.length;
+    while (i > 0 && ends[i - 1]! > end) i--;
+    ends.splice(i, 0, end);
+    return windows;
+  }
+
+  #insert(w: Window): void {
+    const end = w.start + this.#c.sizeMs;
+    const windows = this.#byEnd.get(end) ?? this.#openEnd(end);
+    windows.set(w.id, w);
+    this.#count++;
+  }
+
+  *#live(): Iterable<Window> {
+    for (const end of this.#ends) yield* this.#byEnd.get(end)!.values();
+  }
+
+  #result(w: Window, end: number): Row {
+    const out: Row = { windowStart: w.start, windowEnd: end };
+    writeGroup(out, this.#c.group.columns, w.group);
+    const aggs = this.#c.aggs;
+    for (let i = 0; i < aggs.length; i++) {
+      const result = aggs[i]!.result(w.acc[i]);
+      // JSON has no -0, so a restored accumulator holds 0: emit 0 either way.
+      out[aggs[i]!.alias] = result === 0 ? 0 : result;
+    }
+    return out;
+  }
+
+  #decode(r: StateReader, value: unknown): Window {
+    const o = r.object(value, "a window");
+    const start = r.number(o.start, "start");
+    if (tumblingStart(start, this.#c.slideMs) !== start) {
+      r.fail(`window start ${start} is not a multiple of slideMs ${this.#c.slideMs}: was the step's windowMs or slideMs changed?`);
+    }
+    const group = r.list(o.group, "group");
+    if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
+    const rawAcc = r.list(o.acc, "acc");
+    const aggs = this.#c.aggs;
+    if (rawAcc.length !== aggs.length) r.fail(`acc has ${rawAcc.length} accumulators, the step has ${aggs.length} aggregates: was aggs changed?`);
+    return {
+      key: `w:${start}:${this.#c.group.textOf(group)}`,
+      seq: r.integer(o.seq, "seq"),
+      persisted: true, dirty: false, removed: false,
+      start,
+      id: this.#c.group.idOf(group),
+      group,
+      acc: rawAcc.map((json, i) => aggs[i]!.decode(r, json)),
+    };
+  }
+}

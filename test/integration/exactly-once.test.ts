@@ -1,0 +1,174 @@
+/**
+ * Exactly-once, proven by killing it: kill -9 mid-stream, a paused zombie, a broker restart.
+ * A read_committed reader must find every expected record exactly once. The at-least-once crash
+ * test runs the same way and may report duplicates, but must lose nothing.
+ */
+import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
+import { type CliRun, lastRecord, ROOT, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { collect, createTopic, header, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+
+const row = (id: number) => ({ id, price: id % 200, qty: 1 + (id % 5), note: "x".repeat(120) });
+const records = (topic: string, from: number, to: number): OutboundRecord[] =>
+  Array.from({ length: to - from }, (_, i) => ({ topic, key: `k${(from + i) % 97}`, value: JSON.stringify(row(from + i)) }));
+const expectedIds = (n: number) => [...Array(n).keys()].filter((id) => id % 200 > 100);
+
+function pipeline(name: string, input: string, output: string) {
+  return writePipeline(`name = "${name}"
+[[transforms]]
+inputs = ["${input}"]
+output = "${output}"
+[[transforms.steps]]
+op = "filter"
+expression = "price > 100"
+[[transforms.steps]]
+op = "applyExpression"
+column = "notional"
+expression = "price * qty"
+`);
+}
+
+const FAST_GROUP = { STREAM_SESSION_TIMEOUT_MS: "6000", STREAM_RECORD_INTERVAL_MS: "200", STREAM_CHECKPOINT_INTERVAL_MS: "300" };
+
+/** Counts of each id in the output, and the ids missing or seen twice. */
+function tally(out: InboundRecord[], expected: number[]) {
+  const counts = new Map<number, number>();
+  for (const r of out) counts.set(json(r).id, (counts.get(json(r).id) ?? 0) + 1);
+  const missing = expected.filter((id) => !counts.has(id));
+  const duplicates = [...counts.values()].reduce((sum, n) => sum + n - 1, 0);
+  const unexpected = [...counts.keys()].filter((id) => id % 200 <= 100);
+  return { missing, duplicates, unexpected };
+}
+
+/** Runs, kills -9 at random points `kills` times (restarting each time), then runs to the end. */
+async function crashRun(exactlyOnce: boolean, kills: number) {
+  const name = uniqueName(exactlyOnce ? "eos-crash" : "alos-crash");
+  const input = `${name}-in`;
+  const output = `${name}-out`;
+  const total = 150_000;
+  await createTopic(input, 4);
+  await produce(records(input, 0, total));
+  const file = pipeline(name, input, output);
+  const env = {
+    ...FAST_GROUP,
+    STREAM_CONSUMERS: "2",
+    STREAM_BATCH_SIZE: "200",
+    STREAM_EXACTLY_ONCE: String(exactlyOnce),
+    // A stable instance id: each restart fences the killed predecessor's open transaction at once.
+    STREAM_INSTANCE_ID: "crash-test",
+  };
+  let collector: ReturnType<typeof collect> | undefined;
+  let killed = 0;
+  const runs: CliRun[] = [];
+  for (let i = 0; i < kills; i++) {
+    const run = startCli(["run", file], { env });
+    runs.push(run);
+    const before = lastRecord(run.records)?.metrics?.consumed ?? 0;
+    await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) > before + 500 + Math.random() * 3000 || run.child.exitCode !== null, 90_000, "progress before the kill");
+    collector ??= (await partitionCount(output)) !== undefined ? collect(output) : undefined;
+    run.child.kill("SIGKILL");
+    await run.exited;
+    killed++;
+  }
+  const final = startCli(["run", file], { env });
+  collector ??= (await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "output topic"), collect(output));
+  const expected = expectedIds(total);
+  await waitFor(() => tally(collector!.records, expected).missing.length === 0, 180_000, "every expected record");
+  // Let any duplicate show up before judging.
+  await new Promise((r) => setTimeout(r, 2000));
+  final.child.kill("SIGTERM");
+  expect(await final.exited).toBe(0);
+  const out = await collector!.stop();
+  if (process.env.FV_DEBUG_DUPS) {
+    const seen = new Map<number, InboundRecord>();
+    const dups: string[] = [];
+    for (const r of out) {
+      const id = json(r).id;
+      const prev = seen.get(id);
+      if (prev) dups.push(`${id}: ${prev.partition}@${prev.offset} [${header(prev, "fv.debug")}] & ${r.partition}@${r.offset} [${header(r, "fv.debug")}]`);
+      else seen.set(id, r);
+    }
+    console.log(dups.slice(0, 10).join("\n"), "\n...", dups.slice(-5).join("\n"));
+    for (const run of [...runs, final]) console.log("=== run\n" + run.lines.filter((l) => !l.startsWith("{")).join("\n"));
+  }
+  return { killed, ...tally(out, expected), final: lastRecord(final.records)! };
+}
+
+describe("exactly-once", () => {
+  test("kill -9 five times under load: a read_committed reader finds every record exactly once", async () => {
+    const result = await crashRun(true, 5);
+    console.log(`exactly-once crash test: ${result.killed} kills, ${result.missing.length} missing, ${result.duplicates} duplicates`);
+    expect(result.killed).toBe(5);
+    expect(result.missing).toEqual([]);
+    expect(result.unexpected).toEqual([]);
+    expect(result.duplicates).toBe(0);
+    expect(result.final.metrics!.guarantee).toBe("exactly-once");
+  });
+
+  test("at-least-once under the same crashes loses nothing and reports its duplicates", async () => {
+    const result = await crashRun(false, 5);
+    console.log(`at-least-once crash test: ${result.killed} kills, ${result.missing.length} missing, ${result.duplicates} duplicates`);
+    expect(result.missing).toEqual([]);
+    expect(result.unexpected).toEqual([]);
+  });
+
+  test("a paused zombie is fenced when it wakes, gives up cleanly, and the output has no duplicates", async () => {
+    const name = uniqueName("zombie");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    const total = 150_000;
+    await createTopic(input, 4);
+    await produce(records(input, 0, total));
+    const file = pipeline(name, input, output);
+    const env = { ...FAST_GROUP, STREAM_EXACTLY_ONCE: "true", STREAM_BATCH_SIZE: "200" };
+    const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "zombie-a" } });
+    const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "zombie-b" } });
+    const owns = (run: CliRun) => lastRecord(run.records)?.metrics?.partitions.length ?? 0;
+    await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");
+    a.child.kill("SIGSTOP");
+    // B takes every partition once A's session times out.
+    await waitFor(() => owns(b) === 4, 60_000, "B to take A's partitions");
+    a.child.kill("SIGCONT");
+    await waitFor(() => (lastRecord(a.records)?.metrics?.restarts ?? 0) + (lastRecord(a.records)?.metrics?.transactionsAborted ?? 0) > 0 || a.lines.some((l) => /fenced|revoked/i.test(l)), 60_000, "A to be fenced");
+    const collector = collect(output);
+    const expected = expectedIds(total);
+    await waitFor(() => tally(collector.records, expected).missing.length === 0, 180_000, "every expected record");
+    await new Promise((r) => setTimeout(r, 2000));
+    a.child.kill("SIGTERM");
+    b.child.kill("SIGTERM");
+    const aCode = await a.exited;
+    if (aCode !== 0) console.log(a.lines.filter((l) => !l.startsWith("{")).join("\n"));
+    expect(aCode).toBe(0);
+    expect(await b.exited).toBe(0);
+    const result = tally(await collector.stop(), expected);
+    console.log(`zombie test: A restarts=${lastRecord(a.records)?.metrics?.restarts}, aborts=${lastRecord(a.records)?.metrics?.transactionsAborted}, duplicates=${result.duplicates}`);
+    expect(result.missing).toEqual([]);
+    expect(result.duplicates).toBe(0);
+  });
+
+  test("a broker restart mid-stream: the stream resumes with no loss and no duplicates", async () => {
+    const name = uniqueName("broker-restart");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    const total = 120_000;
+    await createTopic(input, 4);
+    await produce(records(input, 0, total));
+    const file = pipeline(name, input, output);
+    const run = startCli(["run", file], { env: { ...FAST_GROUP, STREAM_EXACTLY_ONCE: "true", STREAM_BATCH_SIZE: "200", STREAM_INSTANCE_ID: "broker-restart" } });
+    await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) > 10_000, 90_000, "progress before the restart");
+    const kafka = (cmd: string) => spawnSync("bash", [`${ROOT}/scripts/kafka.sh`, cmd], { encoding: "utf8" });
+    expect(kafka("down").status).toBe(0);
+    expect(kafka("up").status).toBe(0);
+    const collector = collect(output);
+    const expected = expectedIds(total);
+    await waitFor(() => tally(collector.records, expected).missing.length === 0, 240_000, "every expected record after the restart");
+    await new Promise((r) => setTimeout(r, 2000));
+    run.child.kill("SIGTERM");
+    expect(await run.exited).toBe(0);
+    const result = tally(await collector.stop(), expected);
+    console.log(`broker restart: restarts=${lastRecord(run.records)?.metrics?.restarts}, duplicates=${result.duplicates}`);
+    expect(result.missing).toEqual([]);
+    expect(result.duplicates).toBe(0);
+  });
+});
