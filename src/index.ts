@@ -17,3 +17,4 @@ export { planStream, runStream, type RunStreamOptions, type StreamPlan } from ".
 export type * from "./kafka/port.ts";
 export { loadKafkaClient } from "./kafka/clients.ts";
 export { rowPipeline, type RowCounters, type RowPipelineOptions } from "./steps/rows.ts";
+export * from "./metrics/index.ts";

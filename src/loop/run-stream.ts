@@ -19,6 +19,8 @@ export interface RunStreamOptions {
   signal?: AbortSignal;
   /** Run every consumer in this thread even when there are several (tests, single-file builds). */
   inline?: boolean;
+  /** Called with a fresh build record every second and at every status change (admin, dashboards). */
+  onRecord?: (record: BuildRecord) => void;
 }
 
 /** The plan the stream runs: topology validated, datasets resolved, topics ready. */
@@ -63,6 +65,8 @@ export async function runStream(
   let current: BuildRecord = { ...record, id: buildId, pipeline, kind: "stream", startedAt: startedAt.toISOString() };
   let handles: LoopHandle[] = [];
   let guarantee = "at-least-once";
+  /** The stage graph, for status pages: `{ index, inputs, output, steps: [op, ...] }`. */
+  let stages: Array<{ index: number; inputs: string[]; output: string; steps: string[] }> | undefined;
   let lastRate = { at: Date.now(), consumed: 0, perSecond: 0 };
 
   const snapshot = (status: BuildStatus, error?: string): BuildRecord => {
@@ -75,6 +79,7 @@ export async function runStream(
     current = {
       ...current,
       status,
+      ...(stages ? { stages } : {}),
       updatedAt: new Date(now).toISOString(),
       ...(error ? { error } : {}),
       metrics: {
@@ -89,8 +94,10 @@ export async function runStream(
     return current;
   };
   const put = async (status: BuildStatus, error?: string) => {
+    const record = snapshot(status, error);
+    options.onRecord?.(record);
     try {
-      await host.putRecord(buildId, snapshot(status, error));
+      await host.putRecord(buildId, record);
     } catch (e) {
       log("warn", `could not send the build record: ${(e as Error).message}`);
     }
@@ -103,6 +110,7 @@ export async function runStream(
     settings = options.settings ?? parseSettings({});
     guarantee = settings.exactlyOnce ? "exactly-once" : "at-least-once";
     plan = await planStream(host, pipeline);
+    stages = plan.topology.stages.map((s, index) => ({ index, inputs: s.inputs, output: s.output, steps: s.steps.map((step) => step.op) }));
     await prepareTopics(plan, settings, options.kafkaClient ?? "platformatic", pipeline);
   } catch (error) {
     const message = (error as Error)?.message ?? String(error);
@@ -142,10 +150,12 @@ export async function runStream(
     if (signal === BuildSignal.Stop) stopAll("the host said Stop");
   }, settings.heartbeatIntervalMs);
   const records = setInterval(() => void put("RUNNING"), settings.recordIntervalMs);
+  const live = options.onRecord ? setInterval(() => options.onRecord!(snapshot("RUNNING")), 1000) : undefined;
 
   const results = await Promise.all(handles.map((h) => h.done));
   clearInterval(heartbeat);
   clearInterval(records);
+  clearInterval(live);
   const failed = results.filter((r) => r.state === "FAILED");
   if (failed.length > 0) {
     // One failed loop fails the build: stop the others in order, then report.
