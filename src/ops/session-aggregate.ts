@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import type { Row } from "../expr/index.ts";
-import { type Aggregator, aggregateSchema, compileAggregate } from "./aggregates.ts";
+import { Aggregates, aggregateSchema, type Slots } from "./aggregates.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
@@ -39,8 +39,8 @@ const OP = "sessionAggregate";
  */
 export function compileSessionAggregate(def: SessionAggregateDef, ctx: OperatorContext): CompiledOperator {
   checkInputs(OP, ctx, "one or more");
-  const aggs = def.aggs.map(compileAggregate);
-  aggs.forEach((a, i) => {
+  const aggs = new Aggregates(def.aggs);
+  aggs.list.forEach((a, i) => {
     if (!a.mergeable) {
       throw invalidStep(OP, ctx, `aggs.${i}.op`, `${a.op} depends on arrival order, so two sessions a row bridges cannot be merged; use it in windowedAggregate`);
     }
@@ -49,7 +49,7 @@ export function compileSessionAggregate(def: SessionAggregateDef, ctx: OperatorC
     { name: "sessionStart", field: "sessionStart" },
     { name: "sessionEnd", field: "sessionEnd" },
     ...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })),
-    ...aggs.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
+    ...aggs.list.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
   ]);
   const config: SessionConfig = { gapMs: def.gapMs, aggs, group: groupKey(def.groupBy) };
   return {
@@ -64,7 +64,7 @@ export function compileSessionAggregate(def: SessionAggregateDef, ctx: OperatorC
 
 interface SessionConfig {
   gapMs: number;
-  aggs: Aggregator[];
+  aggs: Aggregates;
   group: GroupKey;
 }
 
@@ -73,7 +73,7 @@ interface Session {
   /** The latest event time in the session; it closes at last + gapMs. */
   last: number;
   seq: number;
-  acc: unknown[];
+  acc: Slots;
   /** False once fired or merged into another session (its timers are then stale). */
   open: boolean;
 }
@@ -103,13 +103,13 @@ class SessionAggregate implements Operator {
 
   constructor(config: SessionConfig) {
     this.#c = config;
-    this.#values = new Array(config.aggs.length);
+    this.#values = new Array(config.aggs.size);
     this.#state = new OperatorState<Group>(OP, {
       decode: (r, value) => this.#decode(r, value),
       encode: (g) => ({
         group: g.group,
         seq: g.seq,
-        sessions: g.sessions.map((s) => ({ start: s.start, last: s.last, seq: s.seq, acc: this.#c.aggs.map((a, i) => a.encode(s.acc[i])) })),
+        sessions: g.sessions.map((s) => ({ start: s.start, last: s.last, seq: s.seq, acc: this.#c.aggs.encode(s.acc) })),
       }),
       clear: () => {
         this.#groups.clear();
@@ -130,13 +130,7 @@ class SessionAggregate implements Operator {
     checkEventTime(eventTime);
     const { aggs, gapMs } = this.#c;
     // 1. Read and check every aggregate input, so a poison row changes nothing.
-    const values = this.#values;
-    for (let i = 0; i < aggs.length; i++) {
-      const a = aggs[i]!;
-      const value = a.column === undefined ? true : row[a.column];
-      if (value !== null && value !== undefined) a.check(value);
-      values[i] = value;
-    }
+    aggs.read(row, this.#values);
     // 2. Find the open sessions the row falls into: less than gapMs from their first or last event.
     const id = this.#c.group.idOfRow(row);
     const g = this.#groups.get(id);
@@ -155,7 +149,7 @@ class SessionAggregate implements Operator {
     const group = g ?? this.#newGroup(id, row);
     let session: Session;
     if (count === 0) {
-      session = { start: eventTime, last: eventTime, seq: this.#state.nextSeq(), acc: aggs.map((a) => a.init()), open: true };
+      session = { start: eventTime, last: eventTime, seq: this.#state.nextSeq(), acc: aggs.create(), open: true };
       let at = 0;
       while (at < group.sessions.length && group.sessions[at]!.start < eventTime) at++;
       group.sessions.splice(at, 0, session);
@@ -164,7 +158,7 @@ class SessionAggregate implements Operator {
       session = group.sessions[first]!;
       for (let k = 1; k < count; k++) {
         const other = group.sessions[first + k]!;
-        for (let i = 0; i < aggs.length; i++) session.acc[i] = aggs[i]!.merge(session.acc[i], other.acc[i]);
+        aggs.merge(session.acc, other.acc);
         if (other.last > session.last) session.last = other.last;
         if (other.seq < session.seq) session.seq = other.seq;
         other.open = false;
@@ -175,10 +169,7 @@ class SessionAggregate implements Operator {
     const endBefore = count === 0 ? -Infinity : session.last + gapMs;
     if (eventTime < session.start) session.start = eventTime;
     if (eventTime > session.last) session.last = eventTime;
-    for (let i = 0; i < aggs.length; i++) {
-      const value = values[i];
-      if (value !== null && value !== undefined) session.acc[i] = aggs[i]!.add(session.acc[i], value, eventTime);
-    }
+    aggs.add(session.acc, this.#values, eventTime);
     const end = session.last + gapMs;
     if (end !== endBefore || count > 1) this.#timers.push({ end, seq: session.seq, group, session });
     if (g === undefined) this.#state.created(group);
@@ -227,13 +218,9 @@ class SessionAggregate implements Operator {
   stateSize(): { keys: number; bytes: number } {
     this.#state.ready();
     let bytes = 0;
-    const aggs = this.#c.aggs;
     for (const g of this.#groups.values()) {
       bytes += 96 + 4 * g.key.length;
-      for (const s of g.sessions) {
-        bytes += 64;
-        for (let i = 0; i < aggs.length; i++) bytes += aggs[i]!.bytes(s.acc[i]);
-      }
+      for (const s of g.sessions) bytes += 64 + this.#c.aggs.bytes(s.acc);
     }
     return { keys: this.#groups.size, bytes };
   }
@@ -248,12 +235,7 @@ class SessionAggregate implements Operator {
   #result(g: Group, s: Session): Row {
     const out: Row = { sessionStart: s.start, sessionEnd: s.last + this.#c.gapMs };
     writeGroup(out, this.#c.group.columns, g.group);
-    const aggs = this.#c.aggs;
-    for (let i = 0; i < aggs.length; i++) {
-      const result = aggs[i]!.result(s.acc[i]);
-      // JSON has no -0, so a restored accumulator holds 0: emit 0 either way.
-      out[aggs[i]!.alias] = result === 0 ? 0 : result;
-    }
+    this.#c.aggs.results(s.acc, out);
     return out;
   }
 
@@ -261,15 +243,12 @@ class SessionAggregate implements Operator {
     const o = r.object(value, "a session group");
     const group = r.list(o.group, "group");
     if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
-    const aggs = this.#c.aggs;
     const sessions = r.list(o.sessions, "sessions").map((raw): Session => {
       const s = r.object(raw, "a session");
-      const rawAcc = r.list(s.acc, "acc");
-      if (rawAcc.length !== aggs.length) r.fail(`acc has ${rawAcc.length} accumulators, the step has ${aggs.length} aggregates: was aggs changed?`);
       const start = r.number(s.start, "session start");
       const last = r.number(s.last, "session last");
       if (last < start) r.fail("a session ends before it starts");
-      return { start, last, seq: r.integer(s.seq, "session seq"), acc: rawAcc.map((json, i) => aggs[i]!.decode(r, json)), open: true };
+      return { start, last, seq: r.integer(s.seq, "session seq"), acc: this.#c.aggs.decode(r, s.acc), open: true };
     });
     if (sessions.length === 0) r.fail("a session group with no session");
     sessions.sort((a, b) => a.start - b.start);

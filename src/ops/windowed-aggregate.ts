@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import type { Row } from "../expr/index.ts";
-import { type Aggregator, aggregateSchema, compileAggregate } from "./aggregates.ts";
+import { Aggregates, aggregateSchema, type Slots } from "./aggregates.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
 import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
@@ -41,12 +41,12 @@ export function compileWindowedAggregate(def: WindowedAggregateDef, ctx: Operato
   checkInputs(OP, ctx, "one or more");
   const slideMs = def.slideMs ?? def.windowMs;
   if (slideMs > def.windowMs) throw invalidStep(OP, ctx, "slideMs", `slideMs (${slideMs}) cannot exceed windowMs (${def.windowMs}): rows between windows would belong to none`);
-  const aggs = def.aggs.map(compileAggregate);
+  const aggs = new Aggregates(def.aggs);
   checkDistinctColumns(OP, ctx, [
     { name: "windowStart", field: "windowStart" },
     { name: "windowEnd", field: "windowEnd" },
     ...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })),
-    ...aggs.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
+    ...aggs.list.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
   ]);
   const config: WindowConfig = { sizeMs: def.windowMs, slideMs, aggs, group: groupKey(def.groupBy) };
   return {
@@ -62,7 +62,7 @@ export function compileWindowedAggregate(def: WindowedAggregateDef, ctx: Operato
 interface WindowConfig {
   sizeMs: number;
   slideMs: number;
-  aggs: Aggregator[];
+  aggs: Aggregates;
   group: GroupKey;
 }
 
@@ -72,7 +72,7 @@ interface Window extends Entity {
   /** The group's in-memory identity (see GroupKey.idOf). */
   readonly id: unknown;
   readonly group: unknown[];
-  readonly acc: unknown[];
+  readonly acc: Slots;
 }
 
 class WindowedAggregate implements Operator {
@@ -89,10 +89,10 @@ class WindowedAggregate implements Operator {
 
   constructor(config: WindowConfig) {
     this.#c = config;
-    this.#values = new Array(config.aggs.length);
+    this.#values = new Array(config.aggs.size);
     this.#state = new OperatorState<Window>(OP, {
       decode: (r, value) => this.#decode(r, value),
-      encode: (w) => ({ start: w.start, group: w.group, seq: w.seq, acc: this.#c.aggs.map((a, i) => a.encode(w.acc[i])) }),
+      encode: (w) => ({ start: w.start, group: w.group, seq: w.seq, acc: this.#c.aggs.encode(w.acc) }),
       clear: () => {
         this.#byEnd.clear();
         this.#ends = [];
@@ -108,15 +108,9 @@ class WindowedAggregate implements Operator {
   process(row: Row, eventTime: number, _input: number): OperatorOutput {
     this.#state.begin();
     checkEventTime(eventTime);
-    const { aggs, sizeMs, slideMs } = this.#c;
+    const { sizeMs, slideMs } = this.#c;
     // 1. Read and check every aggregate input, so a poison row changes nothing.
-    const values = this.#values;
-    for (let i = 0; i < aggs.length; i++) {
-      const a = aggs[i]!;
-      const value = a.column === undefined ? true : row[a.column];
-      if (value !== null && value !== undefined) a.check(value);
-      values[i] = value;
-    }
+    this.#c.aggs.read(row, this.#values);
     // 2. Add the row to each of its windows the watermark has not closed.
     const watermark = this.#state.watermark;
     let id: unknown;
@@ -174,11 +168,7 @@ class WindowedAggregate implements Operator {
   stateSize(): { keys: number; bytes: number } {
     this.#state.ready();
     let bytes = 0;
-    const aggs = this.#c.aggs;
-    for (const w of this.#live()) {
-      bytes += 96 + 4 * w.key.length;
-      for (let i = 0; i < aggs.length; i++) bytes += aggs[i]!.bytes(w.acc[i]);
-    }
+    for (const w of this.#live()) bytes += 96 + 4 * w.key.length + this.#c.aggs.bytes(w.acc);
     return { keys: this.#count, bytes };
   }
 
@@ -188,9 +178,7 @@ class WindowedAggregate implements Operator {
     if (windows === undefined) windows = this.#openEnd(end);
     let w = windows.get(id);
     if (w === undefined) {
-      const aggs = this.#c.aggs;
-      const acc = new Array(aggs.length);
-      for (let i = 0; i < aggs.length; i++) acc[i] = aggs[i]!.init();
+      const acc = this.#c.aggs.create();
       const group = this.#c.group.values(row);
       const key = `w:${start}:${this.#c.group.textOf(group)}`;
       w = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, start, id, group, acc };
@@ -200,13 +188,7 @@ class WindowedAggregate implements Operator {
     } else {
       this.#state.touched(w);
     }
-    const aggs = this.#c.aggs;
-    const values = this.#values;
-    const acc = w.acc;
-    for (let i = 0; i < aggs.length; i++) {
-      const value = values[i];
-      if (value !== null && value !== undefined) acc[i] = aggs[i]!.add(acc[i], value, time);
-    }
+    this.#c.aggs.add(w.acc, this.#values, time);
   }
 
   #openEnd(end: number): Map<unknown, Window> {
@@ -233,12 +215,7 @@ class WindowedAggregate implements Operator {
   #result(w: Window, end: number): Row {
     const out: Row = { windowStart: w.start, windowEnd: end };
     writeGroup(out, this.#c.group.columns, w.group);
-    const aggs = this.#c.aggs;
-    for (let i = 0; i < aggs.length; i++) {
-      const result = aggs[i]!.result(w.acc[i]);
-      // JSON has no -0, so a restored accumulator holds 0: emit 0 either way.
-      out[aggs[i]!.alias] = result === 0 ? 0 : result;
-    }
+    this.#c.aggs.results(w.acc, out);
     return out;
   }
 
@@ -250,9 +227,6 @@ class WindowedAggregate implements Operator {
     }
     const group = r.list(o.group, "group");
     if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
-    const rawAcc = r.list(o.acc, "acc");
-    const aggs = this.#c.aggs;
-    if (rawAcc.length !== aggs.length) r.fail(`acc has ${rawAcc.length} accumulators, the step has ${aggs.length} aggregates: was aggs changed?`);
     return {
       key: `w:${start}:${this.#c.group.textOf(group)}`,
       seq: r.integer(o.seq, "seq"),
@@ -260,7 +234,7 @@ class WindowedAggregate implements Operator {
       start,
       id: this.#c.group.idOf(group),
       group,
-      acc: rawAcc.map((json, i) => aggs[i]!.decode(r, json)),
+      acc: this.#c.aggs.decode(r, o.acc),
     };
   }
 }

@@ -54,6 +54,27 @@ describe("windowedAggregate: tumbling windows", () => {
     ]);
   });
 
+  test("group values compare by kind and content: 1 and \"1\" are two groups, equal objects one, a string never meets an object", () => {
+    const op = windowed({ groupBy: ["k"] }).create();
+    const keys = [1, "1", { a: 1 }, { a: 1 }, '\u0000j{"a":1}', '{"a":1}', null, undefined, "\u0000s1"];
+    run(op, "ts", keys.map((k, i) => row({ ts: i, k })));
+    expect(op.advance(10).map((r) => [r.k, r.count])).toEqual([
+      [1, 1], ["1", 1], [{ a: 1 }, 2], ['\u0000j{"a":1}', 1], ['{"a":1}', 1], [null, 2], ["\u0000s1", 1],
+    ]);
+  });
+
+  test("an instance that never drains its changelog does not keep fired windows: the first drain holds only live ones", () => {
+    const op = windowed({ groupBy: ["k"] }).create();
+    for (let t = 0; t < 5_000; t++) {
+      op.process({ ts: t, k: t % 3 }, t, 0);
+      if (t % 10 === 9) op.advance(t + 1);
+    }
+    const entries = op.drainChanges();
+    expect(entries.map((e) => e.key)).toEqual(["meta"]);
+    op.process({ ts: 5_000, k: 0 }, 5_000, 0);
+    expect(op.drainChanges().map((e) => e.key)).toEqual(["w:5000:0", "meta"]);
+  });
+
   test("a row inside the allowed lateness (its window still open) is counted even though it arrives out of order", () => {
     const compiled = windowed({ allowedLatenessMs: 5 });
     expect(compiled.allowedLatenessMs).toBe(5);
