@@ -5,6 +5,8 @@
  */
 import process from "node:process";
 
+// `npm start` runs with the example transforms unless told otherwise.
+process.env.FV_TRANSFORMS_DIR ??= new URL("../../functions", import.meta.url).pathname;
 const args = process.argv.slice(2);
 if (args.length === 0) {
   await import("./demo.ts");

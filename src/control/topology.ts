@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { FvError } from "../errors.ts";
 import type { FunctionRegistry, Row } from "../expr/index.ts";
+import { computeOps, computeStepSchemas } from "../compute/step-schemas.ts";
 import { type InlineStep, inlineSteps, plannedSteps } from "../steps/index.ts";
 import type { StageDef, Topology } from "./types.ts";
 
@@ -16,13 +17,28 @@ const topologySchema = v.object({
   stages: v.pipe(v.array(v.unknown(), "stages must be a list"), v.minLength(1, "the pipeline has no stage: add a [[transforms]] table")),
 });
 
+/** A compute step of a stage (WASM, container or expression transform), resolved when the stream starts. */
+export interface StageCompute {
+  readonly op: string;
+  readonly ref: string;
+  /** 0-based position among the stage's steps. */
+  readonly step: number;
+}
+
 /** A stage whose steps are compiled and ready to run on rows. */
 export interface CompiledStage {
   /** 0-based position in the topology. */
   readonly index: number;
   readonly def: StageDef;
-  readonly steps: readonly InlineStep[];
-  /** Runs the steps on one row: the output row, or null when a step dropped it. Throws for poison. */
+  /** Every step in order; a compute step appears as `{ op, reads: [] }` with no `apply`. */
+  readonly steps: ReadonlyArray<Pick<InlineStep, "op" | "reads">>;
+  /** The stage's compute step, if any: inline steps run `before` it, then it, then `after`. */
+  readonly compute?: StageCompute;
+  /** Runs the inline steps before the compute step (all steps when there is none). Throws for poison. */
+  readonly before: (row: Row) => Row | null;
+  /** Runs the inline steps after the compute step on each of its output rows. */
+  readonly after: (row: Row) => Row | null;
+  /** Runs all steps of a stage without a compute step: the output row, or null when dropped. */
   process(row: Row): Row | null;
 }
 
@@ -78,7 +94,7 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
   }
   const def = parsed.output as StageDef;
   // A stage is inline steps around at most one operator or compute step.
-  const heavy = def.steps.map((step, i) => ({ op: step.op, i })).filter(({ op }) => plannedSteps.has(op));
+  const heavy = def.steps.map((step, i) => ({ op: step.op, i })).filter(({ op }) => plannedSteps.has(op) || isComputeOp(op));
   if (heavy.length > 1) {
     const second = heavy[1]!;
     fail(
@@ -86,15 +102,45 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
       { stage: index + 1, step: second.i + 1, field: "op", op: second.op },
     );
   }
-  const steps = def.steps.map((step, stepIndex) => compileStep(step, index, stepIndex, functions));
-  return { index, def, steps, process: chain(steps) };
+  let compute: StageCompute | undefined;
+  const before: InlineStep[] = [];
+  const after: InlineStep[] = [];
+  const steps: Array<Pick<InlineStep, "op" | "reads">> = [];
+  def.steps.forEach((step, stepIndex) => {
+    if (isComputeOp(step.op)) {
+      const parsed = v.safeParse(computeStepSchemas, step);
+      if (!parsed.success) {
+        const issue = parsed.issues[0]!;
+        const field = v.getDotPath(issue) ?? "ref";
+        const message = issue.type === "strict_object" ? `unexpected field "${field}" for ${step.op}` : issue.message;
+        fail(`invalid topology: ${where(index, stepIndex, step.op, field)}: ${message}`, { stage: index + 1, step: stepIndex + 1, field, op: step.op });
+      }
+      compute = { op: step.op, ref: parsed.output.ref, step: stepIndex };
+      steps.push({ op: step.op, reads: [] });
+      return;
+    }
+    const compiled = compileStep(step, index, stepIndex, functions);
+    (compute ? after : before).push(compiled);
+    steps.push(compiled);
+  });
+  const runBefore = chain(before);
+  const process = compute
+    ? () => {
+      throw new Error(`stage ${index + 1} has a compute step: run it through its compute runtime`);
+    }
+    : runBefore;
+  return { index, def, steps, compute, before: runBefore, after: chain(after), process };
+}
+
+function isComputeOp(op: string): boolean {
+  return (computeOps as readonly string[]).includes(op);
 }
 
 function compileStep(raw: { op: string }, stage: number, step: number, functions?: FunctionRegistry): InlineStep {
   const op = raw.op;
   const kind = inlineSteps[op];
   if (!kind) {
-    const known = Object.keys(inlineSteps).join(", ");
+    const known = [...Object.keys(inlineSteps), ...computeOps].join(", ");
     const why = plannedSteps.has(op)
       ? `op "${op}" is not available in this build yet`
       : `unknown op "${op}"`;

@@ -44,8 +44,6 @@ const TRANSACTION_TIMEOUT_MS = 15_000;
 /** A fetch waits at most this long on the broker for new data: short, so polls stay responsive. */
 const FETCH_MAX_WAIT_MS = 500;
 
-// deno-lint-ignore no-explicit-any
-const DEBUG_TX = (globalThis as any).process?.env?.FV_DEBUG_LOG === "1";
 const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 
 function toBuffer(data: Uint8Array | string | null | undefined): Buffer | undefined {
@@ -126,7 +124,6 @@ class PlatformaticConsumer implements GroupConsumer {
       for (const { topic, partitions } of payload.assignments ?? []) {
         for (const partition of partitions) next.set(key(topic, partition), { topic, partition });
       }
-      if (DEBUG_TX) console.error(`DBG ${this.#options.clientId} join ${JSON.stringify(payload.assignments)}`);
       const revoked = [...this.#owned].filter(([k]) => !next.has(k)).map(([, tp]) => tp);
       const assigned = [...next].filter(([k]) => !this.#owned.has(k)).map(([, tp]) => tp);
       this.#owned = next;
@@ -183,7 +180,6 @@ class PlatformaticConsumer implements GroupConsumer {
       if (!this.#owned.has(k)) continue;
       const position = this.#position.get(k);
       if (position !== undefined && message.offset < position) continue;
-      if (DEBUG_TX && (position === undefined || message.offset !== position)) console.error(`DBG ${this.#options.clientId} first ${message.partition}@${message.offset} pos=${position}`);
       this.#position.set(k, message.offset + 1n);
       const headers: Array<[string, Uint8Array]> = [];
       for (const [hk, hv] of message.headers) headers.push([hk.toString(), hv]);
@@ -221,7 +217,6 @@ class PlatformaticConsumer implements GroupConsumer {
         for (const t of groups[0]?.topics ?? []) {
           for (const p of t.partitions) {
             const k = key(t.name, p.partitionIndex);
-            if (DEBUG_TX) console.error(`DBG ${this.#options.clientId} stable ${p.partitionIndex}@${p.committedOffset} pos=${this.#position.get(k)}`);
             if (p.committedOffset >= 0n && (this.#position.get(k) ?? -1n) < p.committedOffset) this.#position.set(k, p.committedOffset);
             this.#held.delete(k);
           }

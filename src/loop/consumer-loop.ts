@@ -10,7 +10,10 @@ import type {
   TopicPartition,
   TransactionalProducer,
 } from "../kafka/port.ts";
+import type { ComputeStep } from "../compute/index.ts";
+import type { Row } from "../expr/index.ts";
 import { Checkpointer, type CheckpointStep } from "../state/checkpointer.ts";
+import { closeComputeSteps, startComputeSteps } from "./compute-runtime.ts";
 import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "./logger.ts";
 import type { LoopPlan } from "./plan.ts";
@@ -45,8 +48,6 @@ const SEND_RETRY_PAUSE_MS = 500;
 const MAX_CONSECUTIVE_RESTARTS = 30;
 const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
 
-// deno-lint-ignore no-explicit-any
-const DEBUG_TX = (globalThis as any).process?.env?.FV_DEBUG_TX === "1";
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -74,6 +75,9 @@ export class ConsumerLoop {
   readonly #log: Logger;
   readonly #routes = new Map<string, Route[]>();
   readonly #checkpointer: Checkpointer;
+  readonly #stages: readonly CompiledStage[];
+  /** Started compute steps by stage index; they live as long as the loop, across sessions. */
+  #compute = new Map<number, ComputeStep>();
   readonly counters: LoopCounters = emptyCounters();
   /** Exactly-once: counters of the open transaction, added to `counters` when it commits. */
   #uncommitted: LoopCounters = emptyCounters();
@@ -103,6 +107,7 @@ export class ConsumerLoop {
       maxConsecutiveFailures: plan.settings.checkpointMaxFailures,
     });
     const compiled = compileTopology(plan.topology);
+    this.#stages = compiled.stages;
     for (const stage of compiled.stages) {
       const output = plan.bindings[stage.def.output]!;
       for (const input of stage.def.inputs) {
@@ -155,6 +160,22 @@ export class ConsumerLoop {
       return this.#state;
     }
     this.#to("STARTING");
+    try {
+      this.#compute = await startComputeSteps(this.#stages, this.#plan.compute, this.#log);
+    } catch (error) {
+      this.#error = asFvError(error);
+      this.#log("error", `compute steps did not start: ${this.#error.message}`, { code: this.#error.code });
+      this.#state = "FAILED";
+      return this.#state;
+    }
+    try {
+      return await this.#runSessions();
+    } finally {
+      await closeComputeSteps(this.#compute);
+    }
+  }
+
+  async #runSessions(): Promise<LoopState> {
     let restarts = 0;
     while (true) {
       try {
@@ -289,6 +310,18 @@ export class ConsumerLoop {
     let consumed = 0;
     let dropped = 0;
     const poison: Array<{ reason: string }> = [];
+    /** Rows waiting for a stage's compute step, with the record each came from. */
+    let toCompute: Map<Route, Array<{ record: InboundRecord; row: Row }>> | undefined;
+    const isolate = (record: InboundRecord, route: Route, error: unknown) => {
+      if (recoveryOf(error) !== "poison") throw error;
+      const reason = poisonReason(error);
+      poison.push({ reason });
+      if (this.#deadLetter(record, route, reason, (error as Error).message, out)) deadLettered++;
+    };
+    const emit = (record: InboundRecord, route: Route, row: Row) => {
+      out.push({ topic: route.outputTopic, key: record.key, value: JSON.stringify(row), headers: record.headers });
+      emitted++;
+    };
     for (const record of records) {
       consumed++;
       const routes = this.#routes.get(record.topic);
@@ -304,21 +337,47 @@ export class ConsumerLoop {
         }
         let row;
         try {
-          row = route.stage.process(decoded.row);
+          row = route.stage.before(decoded.row);
         } catch (error) {
-          if (recoveryOf(error) !== "poison") throw error;
-          const reason = poisonReason(error);
-          poison.push({ reason });
-          if (this.#deadLetter(record, route, reason, (error as Error).message, out)) deadLettered++;
+          isolate(record, route, error);
           continue;
         }
         if (row === null) {
           dropped++;
-          continue;
+        } else if (route.stage.compute) {
+          toCompute ??= new Map();
+          const waiting = toCompute.get(route) ?? [];
+          waiting.push({ record, row });
+          toCompute.set(route, waiting);
+        } else {
+          emit(record, route, row);
         }
-        out.push({ topic: route.outputTopic, key: record.key, value: JSON.stringify(row), headers: DEBUG_TX ? [...record.headers, ["fv.debug", `${this.#plan.instanceId}-${this.#plan.consumerIndex} tx${this.counters.transactionsCommitted} src ${record.partition}@${record.offset}`]] : record.headers });
-        emitted++;
       }
+    }
+    // Compute steps run on the batch's rows at once (the step splits them into its batch size):
+    // a poison result is isolated like any poison row; zero outputs count as dropped.
+    for (const [route, waiting] of toCompute ?? []) {
+      const results = await this.#compute.get(route.stage.index)!.processBatch(waiting.map((w) => w.row));
+      results.forEach((result, i) => {
+        const { record } = waiting[i]!;
+        if ("poison" in result) {
+          poison.push({ reason: result.poison.reason });
+          if (this.#deadLetter(record, route, result.poison.reason, result.poison.message, out)) deadLettered++;
+          return;
+        }
+        if (result.rows.length === 0) dropped++;
+        for (const produced of result.rows) {
+          let row;
+          try {
+            row = route.stage.after(produced);
+          } catch (error) {
+            isolate(record, route, error);
+            continue;
+          }
+          if (row === null) dropped++;
+          else emit(record, route, row);
+        }
+      });
     }
     // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
     if (session.tx) for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
@@ -420,7 +479,6 @@ export class ConsumerLoop {
     } finally {
       this.#syncCheckpointCounters();
     }
-    if (DEBUG_TX) this.#log("debug", `DBG tx${this.counters.transactionsCommitted} committed ${offsets.map((o) => `${o.partition}@${o.offset}`).join(",")}`);
     this.counters.transactionsCommitted++;
     addCounters(this.counters, this.#uncommitted);
     this.#uncommitted = emptyCounters();

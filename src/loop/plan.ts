@@ -1,5 +1,6 @@
 import type { Settings } from "../control/settings.ts";
 import type { TopicBinding, Topology } from "../control/types.ts";
+import type { ComputeConfig } from "./compute-runtime.ts";
 
 /**
  * Everything one consumer loop needs, as plain data: it is posted to Workers as is, and each
@@ -18,6 +19,8 @@ export interface LoopPlan {
   consumerIndex: number;
   /** Distinguishes this process's client ids from another process's. */
   instanceId: string;
+  /** Where compute steps (WASM, container) are resolved and run. */
+  compute?: ComputeConfig;
 }
 
 export const groupIdOf = (pipeline: string) => `fv-stream-${pipeline}`;

@@ -4,6 +4,7 @@ import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, typ
 import { FvError } from "../errors.ts";
 import { loadKafkaClient } from "../kafka/clients.ts";
 import type { TopicSpec } from "../kafka/port.ts";
+import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./compute-runtime.ts";
 import { addCounters, emptyCounters } from "./counters.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "./logger.ts";
@@ -19,6 +20,8 @@ export interface RunStreamOptions {
   signal?: AbortSignal;
   /** Run every consumer in this thread even when there are several (tests, single-file builds). */
   inline?: boolean;
+  /** Where compute steps come from (FV_TRANSFORMS_DIR and the runtime's compute host). */
+  compute?: ComputeConfig;
   /** Called with a fresh build record every second and at every status change (admin, dashboards). */
   onRecord?: (record: BuildRecord) => void;
 }
@@ -31,11 +34,13 @@ export interface StreamPlan {
 
 /**
  * Asks the host for the topology and the topic of every dataset it names, and validates the
- * topology. Throws FvError (INVALID_TOPOLOGY, HOST_UNAVAILABLE) before anything is consumed.
+ * topology, including every compute step's transform (resolved, loaded, then closed again).
+ * Throws FvError (INVALID_TOPOLOGY, HOST_UNAVAILABLE) before anything is consumed.
  */
-export async function planStream(host: ControlPlane, pipeline: string): Promise<StreamPlan> {
+export async function planStream(host: ControlPlane, pipeline: string, options: { compute?: ComputeConfig } = {}): Promise<StreamPlan> {
   const topology = await host.topology(pipeline);
   const compiled = compileTopology(topology);
+  await closeComputeSteps(await startComputeSteps(compiled.stages, options.compute, silentLogger));
   const datasets = new Set<string>();
   for (const stage of compiled.stages) {
     for (const input of stage.def.inputs) datasets.add(input);
@@ -109,7 +114,7 @@ export async function runStream(
   try {
     settings = options.settings ?? parseSettings({});
     guarantee = settings.exactlyOnce ? "exactly-once" : "at-least-once";
-    plan = await planStream(host, pipeline);
+    plan = await planStream(host, pipeline, { compute: options.compute });
     stages = plan.topology.stages.map((s, index) => ({ index, inputs: s.inputs, output: s.output, steps: s.steps.map((step) => step.op) }));
     await prepareTopics(plan, settings, options.kafkaClient ?? "platformatic", pipeline);
   } catch (error) {
@@ -129,6 +134,7 @@ export async function runStream(
     kafkaClient: options.kafkaClient ?? "platformatic",
     consumerIndex,
     instanceId,
+    compute: options.compute,
   }));
   const useWorkers = settings.consumers > 1 && !options.inline && typeof Worker !== "undefined";
   handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));

@@ -26,4 +26,4 @@ export const inlineSteps: Record<string, InlineStepKind> = {
 };
 
 /** Operator and compute steps the engine knows by name but that this build does not run yet. */
-export const plannedSteps = new Set(["wasm", "container", "windowedAggregate", "sessionAggregate", "streamJoin", "topN", "lastN"]);
+export const plannedSteps = new Set(["windowedAggregate", "sessionAggregate", "streamJoin", "topN", "lastN"]);

@@ -7,7 +7,7 @@ import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { type CliRun, lastRecord, ROOT, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
-import { collect, createTopic, header, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
 
 const row = (id: number) => ({ id, price: id % 200, qty: 1 + (id % 5), note: "x".repeat(120) });
 const records = (topic: string, from: number, to: number): OutboundRecord[] =>
@@ -86,7 +86,7 @@ async function crashRun(exactlyOnce: boolean, kills: number) {
     for (const r of out) {
       const id = json(r).id;
       const prev = seen.get(id);
-      if (prev) dups.push(`${id}: ${prev.partition}@${prev.offset} [${header(prev, "fv.debug")}] & ${r.partition}@${r.offset} [${header(r, "fv.debug")}]`);
+      if (prev) dups.push(`${id}: ${prev.partition}@${prev.offset} & ${r.partition}@${r.offset}`);
       else seen.set(id, r);
     }
     console.log(dups.slice(0, 10).join("\n"), "\n...", dups.slice(-5).join("\n"));

@@ -1,0 +1,10 @@
+import process from "node:process";
+import type { ComputeConfig } from "../../src/loop/compute-runtime.ts";
+
+/** Compute steps for the CLI: transforms from FV_TRANSFORMS_DIR, run with the Node-API host (Bun, Deno). */
+export function computeConfig(): ComputeConfig {
+  return {
+    transformsDir: process.env.FV_TRANSFORMS_DIR || undefined,
+    hostModule: new URL("../compute/node-host.ts", import.meta.url).href,
+  };
+}

@@ -1,0 +1,53 @@
+import type { CompiledStage } from "../control/topology.ts";
+import { type ComputeHost, type ComputeStep, createComputeStep, type TransformFs, TransformRegistry } from "../compute/index.ts";
+import { FvError } from "../errors.ts";
+import type { Logger } from "./logger.ts";
+
+/**
+ * Where compute steps come from. Plain data, so it crosses into Workers: `hostModule` is the URL
+ * of a module exporting `createNodeComputeHost` and `nodeTransformFs` (the runtime's file and
+ * process access; see runtime/compute/node-host.ts), imported where the loop runs.
+ */
+export interface ComputeConfig {
+  /** FV_TRANSFORMS_DIR: colon-separated roots; unset means no transforms (compute steps fail closed). */
+  transformsDir?: string;
+  hostModule: string;
+}
+
+interface HostModule {
+  createNodeComputeHost(options: { logger?: Logger }): ComputeHost;
+  nodeTransformFs: TransformFs;
+}
+
+/**
+ * Loads the transform registry (a bad manifest fails here, even when no step uses it) and, for
+ * each stage with a compute step, starts the step (the plugin loads and must export its
+ * function; a container must start). Throws FvError naming the stage, step, ref and the fix.
+ */
+export async function startComputeSteps(stages: readonly CompiledStage[], config: ComputeConfig | undefined, log: Logger): Promise<Map<number, ComputeStep>> {
+  const started = new Map<number, ComputeStep>();
+  const wanted = stages.filter((s) => s.compute);
+  if (wanted.length === 0 && !config?.transformsDir) return started;
+  if (!config) {
+    const stage = wanted[0]!;
+    throw new FvError("INVALID_TOPOLOGY", `stage ${stage.index + 1}, step ${stage.compute!.step + 1}: compute steps need a runtime that provides a compute host (the fv-streams CLI does)`);
+  }
+  const module = (await import(config.hostModule)) as HostModule;
+  const registry = await TransformRegistry.load(config.transformsDir, module.nodeTransformFs);
+  const host = module.createNodeComputeHost({ logger: log });
+  try {
+    for (const stage of wanted) {
+      const compute = stage.compute!;
+      started.set(stage.index, await createComputeStep({ op: compute.op, ref: compute.ref }, registry, host, { stage: stage.index, step: compute.step }));
+    }
+  } catch (error) {
+    await closeComputeSteps(started);
+    throw error;
+  }
+  return started;
+}
+
+export async function closeComputeSteps(steps: Map<number, ComputeStep>): Promise<void> {
+  await Promise.allSettled([...steps.values()].map((s) => s.close()));
+  steps.clear();
+}
