@@ -28,7 +28,7 @@ export type {
   OperatorSnapshot,
   StateEntry,
 } from "./operator.ts";
-export { SNAPSHOT_VERSION } from "./operator.ts";
+export { NO_OUTPUT, SNAPSHOT_VERSION } from "./operator.ts";
 export { eventTimeOf, parseIsoTime } from "./event-time.ts";
 export type { AggregateDef, AggregateOp } from "./aggregates.ts";
 export type { StateStore } from "./state-store.ts";
