@@ -1,27 +1,62 @@
 #!/usr/bin/env bun
 /**
  * fv-streams CLI:
- *   fv-streams run FILE [--record-file PATH]   run the pipeline until SIGINT/SIGTERM
- *   fv-streams validate FILE                   check the file and its topology, consume nothing
- * Runs on Bun (`bun runtime/cli/main.ts`) and Deno (`deno run -A runtime/cli/main.ts`).
+ *   fv-streams run FILE [--record-file PATH]          run a pipeline file until stopped
+ *   fv-streams run --control-plane URL --pipeline ID [--build ID] [--record-file PATH]
+ *                                                     run a pipeline a platform serves
+ *   fv-streams validate FILE                          check the file and its topology, consume nothing
+ *   fv-streams validate --control-plane URL --pipeline ID
+ * Runs on Bun (`bun runtime/cli/main.ts`), Deno (`deno run -A runtime/cli/main.ts`) and as the
+ * single binary (`npm run build:binary`).
+ *
+ * A run stops in order (finish the batch, flush, commit, leave the group, final record STOPPED,
+ * exit 0) on SIGINT or SIGTERM, on POST /stop to the admin server, or when the host's heartbeat
+ * says Stop.
  */
 import { appendFileSync, readFileSync } from "node:fs";
 import process from "node:process";
-import { compileTopology, type Logger, parseSettings, planStream, runStream, settingsTable } from "../../src/index.ts";
+import { computeConfig } from "./compute-config.ts";
+import { type BuildRecord, compileTopology, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable } from "../../src/index.ts";
+import { HttpHost } from "../hosts/http-host.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
+import { loggerFromEnv } from "../logging.ts";
+import { type AdminServer, startAdminServer } from "./admin-server.ts";
+import { parseCommand, type PipelineSource, UsageError } from "./args.ts";
+import { AskOnceHost, brokersOf } from "./ask-once-host.ts";
+
+const CLI_SETTINGS: Array<[string, string, string]> = [
+  ["STREAM_ADMIN_ADDR", "where the admin server listens, host:port or off", "127.0.0.1:8686"],
+  ["STREAM_ADMIN_TOKEN", "bearer token POST /stop needs (required off loopback)", "none"],
+  ["STREAM_LOG_FORMAT", "json or pretty", "pretty on a terminal, else json"],
+  ["STREAM_LOG_LEVEL", "debug, info, warn or error", "info"],
+  ["FV_CONTROL_PLANE_TOKEN", "bearer token sent to --control-plane", "none"],
+  ["FV_BUILD_ID", "the build id when --build is not given", "<pipeline>-<time>"],
+];
 
 const USAGE = `usage:
-  fv-streams run FILE [--record-file PATH]   run a pipeline file until SIGINT or SIGTERM
-  fv-streams validate FILE                   check a pipeline file without consuming anything
+  fv-streams run FILE [--record-file PATH]         run a pipeline file until stopped
+  fv-streams run --control-plane URL --pipeline ID [--build ID] [--record-file PATH]
+                                                   run a pipeline a platform serves (docs/control-plane.md)
+  fv-streams validate FILE                         check a pipeline file without consuming anything
+  fv-streams validate --control-plane URL --pipeline ID
+
+A run stops in order on SIGINT/SIGTERM, POST /stop to the admin server, or the host's Stop.
 
 settings (environment):
-${settingsTable.map(([name, meaning, fallback]) => `  ${name.padEnd(30)} ${meaning} (default: ${fallback})`).join("\n")}`;
+${[...settingsTable, ...CLI_SETTINGS].map(([name, meaning, fallback]) => `  ${name.padEnd(30)} ${meaning} (default: ${fallback})`).join("\n")}`;
 
-/** Human-readable logs on stderr; build records are the only JSON lines there. */
-const log: Logger = (level, message, context) => {
-  const ctx = context && Object.keys(context).length ? " " + Object.entries(context).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ") : "";
-  process.stderr.write(`fv-streams ${level.padEnd(5)} ${message}${ctx}\n`);
-};
+/** A host and what the engine needs besides it, for either kind of pipeline source. */
+interface Source {
+  host: ControlPlane;
+  pipeline: string;
+  /** Brokers when STREAM_BROKERS is unset (a platform is asked for them; it may take a while). */
+  defaultBrokers(): Promise<string | undefined>;
+  /** Sends what the host still holds (HttpHost keeps records while the platform is down). */
+  flush(): Promise<boolean>;
+  /** Makes the host's next heartbeat say Stop (the TOML host); the abort signal does the rest. */
+  requestStop(): void;
+  describe: string;
+}
 
 function readPipeline(path: string) {
   let text: string;
@@ -33,70 +68,125 @@ function readPipeline(path: string) {
   return parsePipelineFile(text, path);
 }
 
-async function main(argv: string[]): Promise<number> {
-  const [command, file, ...rest] = argv;
-  if (!command || command === "--help" || command === "-h" || !file) {
-    process.stderr.write(USAGE + "\n");
-    return command === "--help" || command === "-h" ? 0 : 2;
+function openSource(source: PipelineSource, recordFile: string | undefined, log: Logger): Source {
+  const writeFile = recordFile ? (line: string) => appendFileSync(recordFile, line + "\n") : undefined;
+  if (source.kind === "file") {
+    const file = readPipeline(source.path);
+    const settings = parseSettings(process.env, file.brokers?.default);
+    const host = new TomlHost(file, { brokers: settings.brokers, writeRecord: writeFile ?? ((line) => void process.stderr.write(line + "\n")) });
+    return {
+      host,
+      pipeline: file.name,
+      defaultBrokers: () => Promise.resolve(file.brokers?.default),
+      flush: () => Promise.resolve(true),
+      requestStop: () => host.requestStop(),
+      describe: source.path,
+    };
   }
-  const recordFileAt = rest.indexOf("--record-file");
-  const recordFile = recordFileAt >= 0 ? rest[recordFileAt + 1] : undefined;
-  if (recordFileAt >= 0 && !recordFile) {
-    process.stderr.write("--record-file needs a path\n");
-    return 2;
-  }
-
-  const pipelineFile = readPipeline(file);
-  const settings = parseSettings(process.env, pipelineFile.brokers?.default);
-  const host = new TomlHost(pipelineFile, {
-    brokers: settings.brokers,
-    writeRecord: recordFile ? (line) => appendFileSync(recordFile, line + "\n") : (line) => process.stderr.write(line + "\n"),
-  });
-
-  if (command === "validate") {
-    const plan = await planStream(host, pipelineFile.name);
-    const stages = compileTopology(plan.topology).stages;
-    process.stdout.write(`${file}: pipeline "${pipelineFile.name}" is valid: ${stages.length} stage(s)\n`);
-    for (const stage of stages) {
-      const topics = (ds: string[]) => ds.map((d) => `${d} (topic ${plan.bindings[d]!.topic})`).join(", ");
-      process.stdout.write(`  stage ${stage.index + 1}: ${topics(stage.def.inputs)} → ${topics([stage.def.output])}: ${stage.steps.map((s) => s.op).join(" → ") || "pass-through"}\n`);
-    }
-    return 0;
-  }
-  if (command !== "run") {
-    process.stderr.write(`unknown command "${command}"\n${USAGE}\n`);
-    return 2;
-  }
-
-  // Either signal starts the ordered shutdown: finish the batch, flush, commit, exit 0.
-  const abort = new AbortController();
-  const onSignal = (name: string) => () => {
-    log("info", `${name} received: stopping in order`);
-    host.requestStop();
-    abort.abort();
-  };
-  process.on("SIGINT", onSignal("SIGINT"));
-  process.on("SIGTERM", onSignal("SIGTERM"));
-
-  const buildId = process.env.FV_BUILD_ID ?? `${pipelineFile.name}-${Date.now()}`;
-  const final = await runStream(
+  const http = HttpHost.fromEnv(source.url, process.env, { log });
+  // Records go to the platform, and to --record-file too when given.
+  const host = new AskOnceHost(http, { writeRecord: writeFile });
+  return {
     host,
-    pipelineFile.name,
-    buildId,
-    { id: buildId, pipeline: pipelineFile.name, kind: "stream", status: "STARTING" },
-    { settings, log, signal: abort.signal },
-  );
-  if (final.status === "FAILED") {
-    process.stderr.write(`fv-streams: pipeline "${pipelineFile.name}" failed: ${final.error}\n`);
-    return 1;
+    pipeline: source.pipeline,
+    defaultBrokers: () => (process.env.STREAM_BROKERS ? Promise.resolve(undefined) : brokersOf(host, source.pipeline, log)),
+    flush: () => http.flush(),
+    requestStop: () => {},
+    describe: `${http.baseUrl} pipeline ${source.pipeline}`,
+  };
+}
+
+async function validate(source: Source, where: string): Promise<number> {
+  const plan = await planStream(source.host, source.pipeline, { compute: computeConfig() });
+  const stages = compileTopology(plan.topology).stages;
+  process.stdout.write(`${where}: pipeline "${source.pipeline}" is valid: ${stages.length} stage(s)\n`);
+  for (const stage of stages) {
+    const topics = (ds: string[]) => ds.map((d) => `${d} (topic ${plan.bindings[d]!.topic})`).join(", ");
+    process.stdout.write(`  stage ${stage.index + 1}: ${topics(stage.def.inputs)} → ${topics([stage.def.output])}: ${stage.steps.map((s) => s.op).join(" → ") || "pass-through"}\n`);
   }
   return 0;
 }
 
-main(process.argv.slice(2)).then(
+async function run(source: Source, buildFlag: string | undefined, log: Logger): Promise<number> {
+  parseSettings(process.env); // a bad setting stops the start before anything listens
+  const buildId = buildFlag ?? process.env.FV_BUILD_ID ?? `${source.pipeline}-${Date.now()}`;
+  const initial: BuildRecord = { id: buildId, pipeline: source.pipeline, kind: "stream", status: "STARTING" };
+
+  // Each of these starts the ordered shutdown once: finish the batch, flush, commit, exit 0.
+  const abort = new AbortController();
+  const stop = (why: string) => {
+    if (abort.signal.aborted) return;
+    log("info", `${why}: stopping in order`, { build: buildId });
+    source.requestStop();
+    abort.abort();
+  };
+  process.on("SIGINT", () => stop("SIGINT received"));
+  process.on("SIGTERM", () => stop("SIGTERM received"));
+
+  const admin: AdminServer | undefined = await startAdminServer({ env: process.env, initial, stop: () => stop("POST /stop received"), log });
+  // The record names the admin URL, so whoever reads it (a platform, a test) finds the dashboard.
+  if (admin) initial.admin = admin.url;
+  admin?.update(initial);
+
+  // Asking a platform for the brokers waits for it (with retries): the admin server answers meanwhile.
+  const settings = parseSettings(process.env, await source.defaultBrokers());
+  log("info", `starting build ${buildId} of pipeline "${source.pipeline}" from ${source.describe}`, { build: buildId, brokers: settings.brokers });
+  let final: BuildRecord;
+  try {
+    final = await runStream(source.host, source.pipeline, buildId, initial, {
+      settings,
+      log,
+      signal: abort.signal,
+      compute: computeConfig(),
+      onRecord: (record) => admin?.update(record),
+    });
+    admin?.update(final);
+  } finally {
+    await admin?.close();
+  }
+  if (!(await source.flush())) log("warn", "the control plane did not take the final build record before exit", { build: buildId });
+  if (final.status === "FAILED") {
+    log("error", `pipeline "${source.pipeline}" failed: ${final.error}`, { build: buildId });
+    return 1;
+  }
+  log("info", `build ${buildId} ${final.status}`, { build: buildId, consumed: final.metrics?.consumed, emitted: final.metrics?.emitted });
+  return 0;
+}
+
+async function main(argv: string[], log: Logger): Promise<number> {
+  let command;
+  try {
+    command = parseCommand(argv);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`fv-streams: ${error.message}\n${USAGE}\n`);
+    return 2;
+  }
+  if (command.kind === "help") {
+    process.stderr.write(USAGE + "\n");
+    return argv.length === 0 ? 2 : 0;
+  }
+  const where = command.source.kind === "file" ? command.source.path : command.source.url;
+  if (command.kind === "validate") return validate(openSource(command.source, undefined, log), where);
+  const source = openSource(command.source, command.recordFile, log);
+  return run(source, command.source.kind === "control-plane" ? command.source.build : undefined, log);
+}
+
+/** Logs on stderr as STREAM_LOG_FORMAT says; a bad setting falls back to plain lines so its message is seen. */
+function processLogger(): Logger {
+  try {
+    return loggerFromEnv(process.env);
+  } catch (error) {
+    process.stderr.write(`fv-streams: ${(error as Error).message}\n`);
+    process.exit(2);
+  }
+}
+
+const log = processLogger();
+main(process.argv.slice(2), log).then(
   (code) => process.exit(code),
   (error) => {
-    process.stderr.write(`fv-streams: ${(error as Error)?.message ?? String(error)}\n`);
+    log("error", (error as Error)?.message ?? String(error));
     process.exit(1);
   },
 );

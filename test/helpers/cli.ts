@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { classifyStderrLine } from "../../runtime/logging.ts";
 import type { BuildRecord } from "../../src/index.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
@@ -20,25 +21,46 @@ export function writePipeline(toml: string): string {
   return path;
 }
 
+/** One JSON log line of the CLI (STREAM_LOG_FORMAT=json, the default when stderr is a pipe). */
+export interface LogLine {
+  time: string;
+  level: "debug" | "info" | "warn" | "error";
+  msg: string;
+  [field: string]: unknown;
+}
+
 export interface CliRun {
   child: ChildProcess;
-  /** Every stderr line so far. */
+  /**
+   * Every output line so far, stdout and stderr, as a person would read it: a JSON log line as
+   * `level msg`, a build record and any other line as it is.
+   */
   lines: string[];
-  /** Build records (the JSON lines on stderr) so far. */
+  /** Build records on stderr so far (told apart from log lines by `classifyStderrLine`). */
   records: BuildRecord[];
+  /** JSON log lines on stderr so far. */
+  logs: LogLine[];
   /** Resolves with the exit code (or the signal name) once the process ends. */
   exited: Promise<number | string>;
 }
 
-export function startCli(args: string[], options: { runtime?: Runtime; env?: Record<string, string> } = {}): CliRun {
+export interface CliOptions {
+  runtime?: Runtime;
+  /** Run this executable (the single binary) instead of main.ts on a runtime. */
+  executable?: string;
+  env?: Record<string, string>;
+}
+
+export function startCli(args: string[], options: CliOptions = {}): CliRun {
   const runtime = options.runtime ?? "bun";
-  const command = runtime === "bun" ? [BUN, MAIN, ...args] : [DENO, "run", "-A", MAIN, ...args];
+  const command = options.executable ? [options.executable, ...args] : runtime === "bun" ? [BUN, MAIN, ...args] : [DENO, "run", "-A", MAIN, ...args];
   const child = spawn(command[0]!, command.slice(1), {
     cwd: ROOT,
-    env: { ...process.env, STREAM_HEARTBEAT_INTERVAL_MS: "200", STREAM_RECORD_INTERVAL_MS: "500", ...options.env },
+    // Port 0: runs in parallel (and a developer's own stream on 8686) never collide.
+    env: { ...process.env, STREAM_HEARTBEAT_INTERVAL_MS: "200", STREAM_RECORD_INTERVAL_MS: "500", STREAM_ADMIN_ADDR: "127.0.0.1:0", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  const run: CliRun = { child, lines: [], records: [], exited: undefined as never };
+  const run: CliRun = { child, lines: [], records: [], logs: [], exited: undefined as never };
   let buffer = "";
   child.stderr!.on("data", (chunk: Buffer) => {
     buffer += chunk.toString();
@@ -46,8 +68,15 @@ export function startCli(args: string[], options: { runtime?: Runtime; env?: Rec
     while ((nl = buffer.indexOf("\n")) >= 0) {
       const line = buffer.slice(0, nl);
       buffer = buffer.slice(nl + 1);
-      run.lines.push(line);
-      if (line.startsWith("{")) run.records.push(JSON.parse(line));
+      const kind = classifyStderrLine(line);
+      if (kind === "record") run.records.push(JSON.parse(line));
+      if (kind === "log") {
+        const log = JSON.parse(line) as LogLine;
+        run.logs.push(log);
+        run.lines.push(`${log.level} ${log.msg}`);
+      } else {
+        run.lines.push(line);
+      }
     }
   });
   child.stdout!.on("data", (chunk: Buffer) => run.lines.push(...chunk.toString().split("\n").filter(Boolean)));
@@ -56,7 +85,7 @@ export function startCli(args: string[], options: { runtime?: Runtime; env?: Rec
 }
 
 /** Runs the CLI to the end and returns its exit code and output. */
-export async function runCli(args: string[], options: { runtime?: Runtime; env?: Record<string, string> } = {}) {
+export async function runCli(args: string[], options: CliOptions = {}) {
   const run = startCli(args, options);
   const code = await run.exited;
   return { code, lines: run.lines, records: run.records, output: run.lines.join("\n") };
@@ -71,3 +100,13 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
 }
 
 export const lastRecord = (records: BuildRecord[]) => records[records.length - 1];
+
+/** The admin server's URL, from the log line that announces it (`admin listening on http://…`). */
+export async function adminUrlOf(run: CliRun, timeoutMs = 30_000): Promise<string> {
+  const found = () => run.logs.find((l) => typeof l.url === "string" && l.msg.startsWith("admin listening on"))?.url as string | undefined;
+  await waitFor(() => {
+    if (run.child.exitCode !== null) throw new Error(`the CLI exited (${run.child.exitCode}) before its admin server listened:\n${run.lines.join("\n")}`);
+    return found() !== undefined;
+  }, timeoutMs, "the admin server's address");
+  return found()!;
+}
