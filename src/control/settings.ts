@@ -34,6 +34,12 @@ export interface Settings {
   checkpointMaxFailures: number;
   /** A member silent this long leaves the group and its partitions move. */
   sessionTimeoutMs: number;
+  /** An input partition without rows for this long stops holding a stateful stage's watermark back. */
+  idlePartitionMs: number;
+  /** Most live state keys one stateful task (stage × partition) may hold. */
+  stateMaxKeys: number;
+  /** What happens to rows that arrive after their window closed: dropped, or dead-lettered. */
+  lateRows: "drop" | "deadLetter";
 }
 
 const int = (name: string, min: number) =>
@@ -61,6 +67,9 @@ const schema = v.object({
   STREAM_CHECKPOINT_DEADLINE_MS: v.optional(int("STREAM_CHECKPOINT_DEADLINE_MS", 100), "10000"),
   STREAM_CHECKPOINT_MAX_FAILURES: v.optional(int("STREAM_CHECKPOINT_MAX_FAILURES", 1), "5"),
   STREAM_SESSION_TIMEOUT_MS: v.optional(int("STREAM_SESSION_TIMEOUT_MS", 3000), "10000"),
+  STREAM_IDLE_PARTITION_MS: v.optional(int("STREAM_IDLE_PARTITION_MS", 100), "10000"),
+  STREAM_STATE_MAX_KEYS: v.optional(int("STREAM_STATE_MAX_KEYS", 1), "1000000"),
+  STREAM_LATE_ROWS: v.optional(v.picklist(["drop", "deadLetter"], "STREAM_LATE_ROWS must be drop or deadLetter"), "drop"),
 });
 
 /** Every setting with its meaning and default, for the README and `--help`. */
@@ -79,6 +88,9 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_CHECKPOINT_DEADLINE_MS", "most time one checkpoint step (state, offsets, transaction) may take", "10000"],
   ["STREAM_CHECKPOINT_MAX_FAILURES", "failed checkpoints in a row before the stream fails (circuit breaker)", "5"],
   ["STREAM_SESSION_TIMEOUT_MS", "a member silent this long (crashed, paused) leaves the group and its partitions move", "10000"],
+  ["STREAM_IDLE_PARTITION_MS", "an input partition without rows this long stops holding a stateful stage's watermark back", "10000"],
+  ["STREAM_STATE_MAX_KEYS", "most live state keys per stateful stage and partition; more fails the stream with a clear error", "1000000"],
+  ["STREAM_LATE_ROWS", "drop | deadLetter: rows older than their window's close are counted, then dropped or dead-lettered", "drop"],
 ];
 
 /**
@@ -118,5 +130,8 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     checkpointDeadlineMs: s.STREAM_CHECKPOINT_DEADLINE_MS,
     checkpointMaxFailures: s.STREAM_CHECKPOINT_MAX_FAILURES,
     sessionTimeoutMs: s.STREAM_SESSION_TIMEOUT_MS,
+    idlePartitionMs: s.STREAM_IDLE_PARTITION_MS,
+    stateMaxKeys: s.STREAM_STATE_MAX_KEYS,
+    lateRows: s.STREAM_LATE_ROWS,
   };
 }

@@ -2,7 +2,8 @@ import * as v from "valibot";
 import { FvError } from "../errors.ts";
 import type { FunctionRegistry, Row } from "../expr/index.ts";
 import { computeOps, computeStepSchemas } from "../compute/step-schemas.ts";
-import { type InlineStep, inlineSteps, plannedSteps } from "../steps/index.ts";
+import { type CompiledOperator, operatorSteps } from "../ops/index.ts";
+import { type InlineStep, inlineSteps } from "../steps/index.ts";
 import type { StageDef, Topology } from "./types.ts";
 
 const datasetName = v.pipe(v.string("a dataset name is a string"), v.minLength(1, "a dataset name cannot be empty"));
@@ -25,6 +26,14 @@ export interface StageCompute {
   readonly step: number;
 }
 
+/** A stateful operator step of a stage. */
+export interface StageOperator {
+  readonly op: string;
+  /** 0-based position among the stage's steps. */
+  readonly step: number;
+  readonly compiled: CompiledOperator;
+}
+
 /** A stage whose steps are compiled and ready to run on rows. */
 export interface CompiledStage {
   /** 0-based position in the topology. */
@@ -34,6 +43,8 @@ export interface CompiledStage {
   readonly steps: ReadonlyArray<Pick<InlineStep, "op" | "reads">>;
   /** The stage's compute step, if any: inline steps run `before` it, then it, then `after`. */
   readonly compute?: StageCompute;
+  /** The stage's stateful operator, if any (one instance per input partition), between `before` and `after`. */
+  readonly operator?: StageOperator;
   /** Runs the inline steps before the compute step (all steps when there is none). Throws for poison. */
   readonly before: (row: Row) => Row | null;
   /** Runs the inline steps after the compute step on each of its output rows. */
@@ -94,7 +105,7 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
   }
   const def = parsed.output as StageDef;
   // A stage is inline steps around at most one operator or compute step.
-  const heavy = def.steps.map((step, i) => ({ op: step.op, i })).filter(({ op }) => plannedSteps.has(op) || isComputeOp(op));
+  const heavy = def.steps.map((step, i) => ({ op: step.op, i })).filter(({ op }) => op in operatorSteps || isComputeOp(op));
   if (heavy.length > 1) {
     const second = heavy[1]!;
     fail(
@@ -103,6 +114,7 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
     );
   }
   let compute: StageCompute | undefined;
+  let operator: StageOperator | undefined;
   const before: InlineStep[] = [];
   const after: InlineStep[] = [];
   const steps: Array<Pick<InlineStep, "op" | "reads">> = [];
@@ -119,17 +131,42 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
       steps.push({ op: step.op, reads: [] });
       return;
     }
+    if (step.op in operatorSteps) {
+      operator = { op: step.op, step: stepIndex, compiled: compileOperator(step, index, stepIndex, def.inputs.length) };
+      steps.push({ op: step.op, reads: [] });
+      return;
+    }
     const compiled = compileStep(step, index, stepIndex, functions);
-    (compute ? after : before).push(compiled);
+    (compute || operator ? after : before).push(compiled);
     steps.push(compiled);
   });
   const runBefore = chain(before);
-  const process = compute
+  if (def.inputs.length > 1 && operator?.op !== "streamJoin") {
+    fail(`invalid topology: ${where(index, undefined, undefined, "inputs")}: only a stage with a streamJoin step takes more than one input`, { stage: index + 1, field: "inputs" });
+  }
+  const process = compute || operator
     ? () => {
-      throw new Error(`stage ${index + 1} has a compute step: run it through its compute runtime`);
+      throw new Error(`stage ${index + 1} has a ${compute ? "compute" : "stateful"} step: run it through the stream loop`);
     }
     : runBefore;
-  return { index, def, steps, compute, before: runBefore, after: chain(after), process };
+  return { index, def, steps, compute, operator, before: runBefore, after: chain(after), process };
+}
+
+function compileOperator(raw: { op: string }, stage: number, step: number, inputs: number): CompiledOperator {
+  const kind = operatorSteps[raw.op]!;
+  const parsed = v.safeParse(kind.schema, raw);
+  if (!parsed.success) {
+    const issue = parsed.issues[0]!;
+    const field = v.getDotPath(issue) ?? "";
+    const message = issue.type === "strict_object" ? `unexpected field "${field}" for ${raw.op}` : issue.message;
+    fail(`invalid topology: ${where(stage, step, raw.op, field)}: ${message}`, { stage: stage + 1, step: step + 1, field, op: raw.op });
+  }
+  try {
+    return kind.compile(parsed.output, { stage, step, inputs });
+  } catch (error) {
+    const field = String((error as FvError)?.context?.field ?? "op");
+    fail(`invalid topology: ${where(stage, step, raw.op, field)}: ${(error as Error).message}`, { stage: stage + 1, step: step + 1, field, op: raw.op }, error);
+  }
 }
 
 function isComputeOp(op: string): boolean {
@@ -140,10 +177,8 @@ function compileStep(raw: { op: string }, stage: number, step: number, functions
   const op = raw.op;
   const kind = inlineSteps[op];
   if (!kind) {
-    const known = [...Object.keys(inlineSteps), ...computeOps].join(", ");
-    const why = plannedSteps.has(op)
-      ? `op "${op}" is not available in this build yet`
-      : `unknown op "${op}"`;
+    const known = [...Object.keys(inlineSteps), ...computeOps, ...Object.keys(operatorSteps)].join(", ");
+    const why = `unknown op "${op}"`;
     fail(`invalid topology: ${where(stage, step, op, "op")}: ${why}. Known steps: ${known}`, { stage: stage + 1, step: step + 1, field: "op", op });
   }
   const parsed = v.safeParse(kind.schema, raw);

@@ -83,6 +83,11 @@ export interface BuildMetrics extends StreamCounters {
   checkpointFailures: number;
   checkpointTimeouts: number;
   restarts: number;
+  late: number;
+  restoredRecords: number;
+  restoreMs: number;
+  stateKeys: number;
+  stateBytes: number;
   /** "at-least-once" or "exactly-once". */
   guarantee: string;
   /** The Kafka client adapter in use. */

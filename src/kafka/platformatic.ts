@@ -52,6 +52,23 @@ function toBuffer(data: Uint8Array | string | null | undefined): Buffer | undefi
   return Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
 }
 
+/** The 1 of the Kafka protocol's isolation level: read_committed. */
+const READ_COMMITTED = 1;
+
+function toInbound(message: Message<Buffer, Buffer, Buffer, Buffer>): InboundRecord {
+  const headers: Array<[string, Uint8Array]> = [];
+  for (const [hk, hv] of message.headers) headers.push([hk.toString(), hv]);
+  return {
+    topic: message.topic,
+    partition: message.partition,
+    offset: message.offset,
+    timestamp: message.timestamp,
+    key: message.key ?? null,
+    value: message.value ?? null,
+    headers,
+  };
+}
+
 function toMessage(r: OutboundRecord) {
   return {
     topic: r.topic,
@@ -181,17 +198,7 @@ class PlatformaticConsumer implements GroupConsumer {
       const position = this.#position.get(k);
       if (position !== undefined && message.offset < position) continue;
       this.#position.set(k, message.offset + 1n);
-      const headers: Array<[string, Uint8Array]> = [];
-      for (const [hk, hv] of message.headers) headers.push([hk.toString(), hv]);
-      out.push({
-        topic: message.topic,
-        partition: message.partition,
-        offset: message.offset,
-        timestamp: message.timestamp,
-        key: message.key ?? null,
-        value: message.value ?? null,
-        headers,
-      });
+      out.push(toInbound(message));
     }
     this.#buffer = kept.length ? kept.concat(buffer.slice(taken)) : taken === buffer.length ? [] : buffer.slice(taken);
     const stream = this.#stream!;
@@ -422,7 +429,11 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
 
 class PlatformaticAdmin implements Admin {
   readonly #admin: PltAdmin;
+  readonly #brokers: string[];
+  readonly #clientId: string;
   constructor(brokers: string[], clientId: string) {
+    this.#brokers = brokers;
+    this.#clientId = clientId;
     this.#admin = new PltAdmin({ clientId, bootstrapBrokers: brokers });
   }
 
@@ -455,6 +466,42 @@ class PlatformaticAdmin implements Admin {
         if ((error as any)?.findBy?.("apiId", "TOPIC_ALREADY_EXISTS") || /already exists/i.test(String(error))) continue;
         throw classify(error, `creating topic ${spec.topic}`);
       }
+    }
+  }
+
+  async readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+    // A throwaway group with a manual start offset; other partitions start at their end.
+    const consumer = new PltConsumer({
+      groupId: `fv-restore-${crypto.randomUUID()}`,
+      clientId: `${this.#clientId}-restore`,
+      bootstrapBrokers: this.#brokers,
+      autocommit: false,
+      maxWaitTime: 100,
+    });
+    const out: InboundRecord[] = [];
+    try {
+      const ends = await consumer.listOffsets({ topics: [topic], isolationLevel: READ_COMMITTED });
+      const end = ends.get(topic)?.[partition] ?? 0n;
+      if (end <= 0n) return out;
+      const stream = await consumer.consume({ topics: [topic], mode: "manual", offsets: [{ topic, partition, offset: 0n }], autocommit: false });
+      const position = `${topic}:${partition}`;
+      await new Promise<void>((resolve, reject) => {
+        const check = () => {
+          if ((stream.offsetsToFetch.get(position) ?? 0n) >= end) resolve();
+        };
+        stream.on("data", (message: Message<Buffer, Buffer, Buffer, Buffer>) => {
+          if (message.partition !== partition || message.offset >= end) return;
+          out.push(toInbound(message));
+        });
+        stream.on("fetch", check);
+        stream.on("error", reject);
+      });
+      await stream.close();
+      return out;
+    } catch (error) {
+      throw classify(error, `reading ${topic}[${partition}]`);
+    } finally {
+      await Promise.resolve(consumer.close(true)).catch(() => {});
     }
   }
 

@@ -109,6 +109,8 @@ export interface Admin {
   partitionCounts(topics: string[]): Promise<Map<string, number | undefined>>;
   /** Creates the topics that do not exist yet; existing ones are left alone. */
   createTopics(specs: TopicSpec[]): Promise<void>;
+  /** Every record of one partition from its start to its end, read_committed (state restore). */
+  readPartition(topic: string, partition: number): Promise<InboundRecord[]>;
   /** Committed offsets of a group (next offset to read) per partition; -1n where none. */
   committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]>;
   close(): Promise<void>;

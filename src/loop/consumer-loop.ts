@@ -1,6 +1,7 @@
 import { compileTopology, type CompiledStage } from "../control/topology.ts";
 import { FvError, recoveryOf } from "../errors.ts";
 import type {
+  Admin,
   CommitOffset,
   GroupConsumer,
   InboundRecord,
@@ -14,6 +15,8 @@ import type { ComputeStep } from "../compute/index.ts";
 import type { Row } from "../expr/index.ts";
 import { Checkpointer, type CheckpointStep } from "../state/checkpointer.ts";
 import { closeComputeSteps, startComputeSteps } from "./compute-runtime.ts";
+import { OperatorTasks } from "./operator-tasks.ts";
+import { stateTopicOf } from "./plan.ts";
 import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "./logger.ts";
 import type { LoopPlan } from "./plan.ts";
@@ -33,6 +36,8 @@ const transitions: Record<LoopState, LoopState[]> = {
 /** Where records of one input topic go: each stage that reads it. */
 interface Route {
   stage: CompiledStage;
+  /** Which of the stage's inputs this topic is (0 = left, 1 = right for a join). */
+  inputIndex: number;
   outputTopic: string;
   deadLetterTopic: string | undefined;
   stageLabel: string;
@@ -56,6 +61,9 @@ interface Session {
   consumer: GroupConsumer;
   producer: Producer | undefined;
   tx: TransactionalProducer | undefined;
+  /** Stateful operators, restored per partition from the state topic; new each session. */
+  tasks: OperatorTasks;
+  admin: Admin;
 }
 
 /**
@@ -110,11 +118,12 @@ export class ConsumerLoop {
     this.#stages = compiled.stages;
     for (const stage of compiled.stages) {
       const output = plan.bindings[stage.def.output]!;
-      for (const input of stage.def.inputs) {
+      for (const [inputIndex, input] of stage.def.inputs.entries()) {
         const binding = plan.bindings[input]!;
         const routes = this.#routes.get(binding.topic) ?? [];
         routes.push({
           stage,
+          inputIndex,
           outputTopic: output.topic,
           deadLetterTopic: binding.policy.deadLetter,
           stageLabel: `stage ${stage.index + 1} (${stage.def.inputs.join(", ")} → ${stage.def.output})`,
@@ -215,7 +224,16 @@ export class ConsumerLoop {
     this.#txPartitions.clear();
     this.#revokedMidTransaction = false;
     this.#uncommitted = emptyCounters();
+    const admin = this.#client.admin({ clientId: `${clientId}-state` });
+    const tasks = new OperatorTasks(this.#stages, admin, {
+      stateTopic: stateTopicOf(plan.pipeline),
+      idlePartitionMs: settings.idlePartitionMs,
+      maxStateKeys: settings.stateMaxKeys,
+    }, this.counters);
+    for (const stage of this.#stages) if (stage.operator) tasks.setStageTopics(stage, stage.def.inputs.map((d) => plan.bindings[d]!.topic));
     const session: Session = {
+      tasks,
+      admin,
       // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
       tx: this.#exactlyOnce
         ? this.#client.transactionalProducer({ clientId, transactionalId: `fv-${plan.pipeline}-${settings.instanceId ?? plan.instanceId}-${plan.consumerIndex}` })
@@ -236,7 +254,9 @@ export class ConsumerLoop {
               this.#checkpointNow = true;
               return;
             }
-            // A rebalance started: commit what is acknowledged while this generation holds.
+            // A rebalance started: commit what is acknowledged while this generation holds. Not
+            // with stateful stages: their state must be written before the offsets, between batches.
+            if (tasks.active) return;
             void this.#commitAtLeastOnce(true).catch((error) => this.#log("warn", `commit at rebalance failed: ${(error as Error).message}`));
           },
           onAssignment: ({ assigned, revoked, owned }) => {
@@ -251,6 +271,8 @@ export class ConsumerLoop {
               this.#committed.delete(k);
             }
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
+            // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
+            tasks.release(owned);
             this.#log("info", "assignment changed", { owned: owned.map((tp) => `${tp.topic}:${tp.partition}`), assigned: assigned.length, revoked: revoked.length });
           },
         },
@@ -278,6 +300,8 @@ export class ConsumerLoop {
           this.#checkpointNow = false;
           lastCheckpoint = now;
           if (this.#exactlyOnce) await this.#commitTransaction(session);
+          // State must be taken between batches, so a stateful pipeline waits for its checkpoint.
+          else if (session.tasks.active) await this.#commitAtLeastOnce();
           // Not awaited: the next batch runs while the commit is in flight (commits are chained).
           else void this.#commitAtLeastOnce().catch((error) => (this.#backgroundError ??= asFvError(error)));
         }
@@ -344,6 +368,29 @@ export class ConsumerLoop {
         }
         if (row === null) {
           dropped++;
+        } else if (route.stage.operator) {
+          const task = await session.tasks.task(route.stage, record.partition);
+          let result;
+          try {
+            result = session.tasks.process(task, record, row, route.inputIndex);
+          } catch (error) {
+            isolate(record, route, error);
+            continue;
+          }
+          for (const late of result.late) {
+            if (this.#plan.settings.lateRows === "deadLetter" && this.#deadLetter(record, route, "late", "the row arrived after its window closed", out)) deadLettered++;
+            void late;
+          }
+          for (const produced of result.rows) {
+            let afterRow;
+            try {
+              afterRow = route.stage.after(produced);
+            } catch (error) {
+              isolate(record, route, error);
+              continue;
+            }
+            if (afterRow !== null) emit(record, route, afterRow);
+          }
         } else if (route.stage.compute) {
           toCompute ??= new Map();
           const waiting = toCompute.get(route) ?? [];
@@ -378,6 +425,19 @@ export class ConsumerLoop {
           else emit(record, route, row);
         }
       });
+    }
+    // Watermarks moved: windows, sessions and join buffers they close fire now.
+    if (session.tasks.active) {
+      for (const { stage, rows } of session.tasks.advance(session.consumer.owned())) {
+        const route = [...this.#routes.values()].flat().find((r) => r.stage === stage)!;
+        for (const fired of rows) {
+          const row = route.stage.after(fired);
+          if (row !== null) {
+            out.push({ topic: route.outputTopic, key: null, value: JSON.stringify(row) });
+            emitted++;
+          }
+        }
+      }
     }
     // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
     if (session.tx) for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
@@ -469,8 +529,10 @@ export class ConsumerLoop {
     for (const k of this.#txPartitions) if (!owned.has(k)) this.#revokedMidTransaction = true;
     if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
     const offsets = this.#takeCommittable(session);
-    if (!tx.inTransaction && offsets.length === 0) return;
+    if (!tx.inTransaction && offsets.length === 0 && !session.tasks.active) return;
+    const changelog = session.tasks.drainChangelog();
     const steps: CheckpointStep[] = [
+      { name: "state", run: () => tx.send(changelog) },
       { name: "offsets", run: () => tx.sendOffsets(session.consumer, offsets) },
       { name: "transaction", run: () => tx.commit() },
     ];
@@ -498,9 +560,13 @@ export class ConsumerLoop {
       const session = this.#session;
       if (!session) return;
       const offsets = this.#takeCommittable(session);
-      if (offsets.length === 0) return;
+      const changelog = session.tasks.drainChangelog();
+      if (offsets.length === 0 && changelog.length === 0) return;
       try {
-        await this.#checkpointer.commit([{ name: "offsets", run: () => session.consumer.commit(offsets) }]);
+        await this.#checkpointer.commit([
+          { name: "state", run: () => this.#send(session, changelog) },
+          { name: "offsets", run: () => session.consumer.commit(offsets) },
+        ]);
       } catch (error) {
         this.#commitFailed(offsets, error);
         return;
@@ -529,6 +595,7 @@ export class ConsumerLoop {
   }
 
   async #close(session: Session): Promise<void> {
+    await session.admin.close().catch(() => {});
     await session.consumer.close().catch((error) => this.#log("warn", `closing consumer: ${(error as Error).message}`));
     await session.producer?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
     await session.tx?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));

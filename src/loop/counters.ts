@@ -11,12 +11,21 @@ export interface LoopCounters extends StreamCounters {
   checkpointTimeouts: number;
   /** Times the loop rejoined after a recoverable failure (fenced, broker gone, aborted transaction). */
   restarts: number;
+  /** Rows refused by a stateful operator because their window had closed. */
+  late: number;
+  /** State restore: changelog records read and the time it took. */
+  restoredRecords: number;
+  restoreMs: number;
+  /** Live state now (not a running total): keys and approximate bytes over all stateful tasks. */
+  stateKeys: number;
+  stateBytes: number;
 }
 
 export function emptyCounters(): LoopCounters {
   return {
     consumed: 0, emitted: 0, dropped: 0, poison: 0, deadLettered: 0, commits: 0, poisonByReason: {},
     transactionsCommitted: 0, transactionsAborted: 0, checkpointFailures: 0, checkpointTimeouts: 0, restarts: 0,
+    late: 0, restoredRecords: 0, restoreMs: 0, stateKeys: 0, stateBytes: 0,
   };
 }
 
@@ -33,6 +42,11 @@ export function addCounters(into: LoopCounters, from: LoopCounters): LoopCounter
   into.checkpointFailures += from.checkpointFailures;
   into.checkpointTimeouts += from.checkpointTimeouts;
   into.restarts += from.restarts;
+  into.late += from.late;
+  into.restoredRecords += from.restoredRecords;
+  into.restoreMs += from.restoreMs;
+  into.stateKeys += from.stateKeys;
+  into.stateBytes += from.stateBytes;
   for (const [reason, n] of Object.entries(from.poisonByReason)) {
     into.poisonByReason[reason] = (into.poisonByReason[reason] ?? 0) + n;
   }

@@ -24,3 +24,6 @@ export interface LoopPlan {
 }
 
 export const groupIdOf = (pipeline: string) => `fv-stream-${pipeline}`;
+
+/** The compacted topic holding the changelog of every stateful stage of a pipeline. */
+export const stateTopicOf = (pipeline: string) => `fv-state-${pipeline}`;

@@ -8,7 +8,7 @@ import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./comp
 import { addCounters, emptyCounters } from "./counters.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "./logger.ts";
-import { groupIdOf, type LoopPlan } from "./plan.ts";
+import { groupIdOf, type LoopPlan, stateTopicOf } from "./plan.ts";
 
 export interface RunStreamOptions {
   /** Engine settings; default: parsed from an empty environment (all defaults). */
@@ -202,6 +202,21 @@ async function prepareTopics(plan: StreamPlan, settings: Settings, kafkaClient: 
       partitions ??= specs.find((s) => s.topic === plan.bindings[first]!.topic)?.partitions ?? 1;
       specs.push({ topic: plan.bindings[stage.def.output]!.topic, partitions });
     }
+    // Stateful stages: a join's inputs must be co-partitioned; the compacted state topic has as
+    // many partitions as the widest stateful input (changelog of input partition p → partition p).
+    let statePartitions = 0;
+    for (const stage of compiled.stages.filter((s) => s.operator)) {
+      const counts = stage.def.inputs.map((d) => partitionsOf(d) ?? specs.find((s) => s.topic === plan.bindings[d]!.topic)?.partitions ?? 1);
+      if (new Set(counts).size > 1) {
+        throw new FvError(
+          "INVALID_TOPOLOGY",
+          `stage ${stage.index + 1}: the inputs of ${stage.operator!.op} must be co-partitioned, but ${stage.def.inputs.map((d, i) => `${plan.bindings[d]!.topic} has ${counts[i]}`).join(" and ")} partitions. Give them the same partition count and key.`,
+          { context: { stage: stage.index + 1, field: "inputs" } },
+        );
+      }
+      statePartitions = Math.max(statePartitions, ...counts);
+    }
+    if (statePartitions > 0) specs.push({ topic: stateTopicOf(pipeline), partitions: statePartitions, configs: { "cleanup.policy": "compact" } });
     // Stages are in order, so an intermediate topic is created before a later stage reads it.
     await admin.createTopics(specs);
   } finally {

@@ -24,6 +24,3 @@ export const inlineSteps: Record<string, InlineStepKind> = {
   filter: { schema: filterSchema, compile: compileFilter },
   applyExpression: { schema: applyExpressionSchema, compile: compileApplyExpression },
 };
-
-/** Operator and compute steps the engine knows by name but that this build does not run yet. */
-export const plannedSteps = new Set(["windowedAggregate", "sessionAggregate", "streamJoin", "topN", "lastN"]);

@@ -18,6 +18,9 @@ describe("parseSettings", () => {
       checkpointDeadlineMs: 10000,
       checkpointMaxFailures: 5,
       sessionTimeoutMs: 10000,
+      idlePartitionMs: 10000,
+      stateMaxKeys: 1000000,
+      lateRows: "drop",
     });
   });
 

@@ -1,0 +1,210 @@
+import type { CompiledStage } from "../control/topology.ts";
+import { FvError } from "../errors.ts";
+import type { Row } from "../expr/index.ts";
+import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
+import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
+
+/** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
+interface Task {
+  stage: CompiledStage;
+  partition: number;
+  op: Operator;
+  /** Next input offset per topic already folded into the state (restored, then advanced). */
+  covered: Map<string, bigint>;
+  /** Whether `covered` moved since the last changelog. */
+  offsetsDirty: boolean;
+}
+
+export interface OperatorTaskOptions {
+  /** The compacted state topic, `fv-state-<name>`; changelog of input partition p goes to its partition p. */
+  stateTopic: string;
+  /** A partition without input for this long stops holding the watermark back. */
+  idlePartitionMs: number;
+  /** Most live state keys one task may hold. */
+  maxStateKeys: number;
+}
+
+export interface TaskCounters {
+  late: number;
+  restoredRecords: number;
+  restoreMs: number;
+  stateKeys: number;
+  stateBytes: number;
+}
+
+/** Key of the changelog entry that records which input offsets a task's state covers. */
+const OFFSETS_KEY = "\u0000offsets";
+
+/**
+ * The stateful operators of one consumer loop: one instance per (stage, partition), restored from
+ * the state topic before its first row, fed rows and watermarks, and drained into changelog
+ * records at each checkpoint. Pure bookkeeping around pure operators; the loop does the I/O.
+ */
+export class OperatorTasks {
+  readonly #stages: readonly CompiledStage[];
+  readonly #options: OperatorTaskOptions;
+  readonly #admin: Admin;
+  readonly #tasks = new Map<string, Task>();
+  /** Max event time and when it was last seen, per (stage, topic, partition). */
+  readonly #eventTimes = new Map<string, { max: number; seenAt: number }>();
+  /** When each input partition was first seen owned, so an empty one stops holding back in time. */
+  readonly #ownedSince = new Map<string, number>();
+  /** The loop's counters: late rows, restore figures and live state size are kept there. */
+  readonly counters: TaskCounters;
+
+  constructor(stages: readonly CompiledStage[], admin: Admin, options: OperatorTaskOptions, counters: TaskCounters) {
+    this.#stages = stages.filter((s) => s.operator);
+    this.#admin = admin;
+    this.#options = options;
+    this.counters = counters;
+  }
+
+  get active(): boolean {
+    return this.#stages.length > 0;
+  }
+
+  /** The task of (stage, partition), restored from the state topic on first use. */
+  async task(stage: CompiledStage, partition: number): Promise<Task> {
+    const id = `${stage.index}:${partition}`;
+    const existing = this.#tasks.get(id);
+    if (existing) return existing;
+    const started = Date.now();
+    const records = await this.#admin.readPartition(this.#options.stateTopic, partition);
+    const prefix = `${stage.index}/`;
+    const entries: StateEntry[] = [];
+    const covered = new Map<string, bigint>();
+    const decoder = new TextDecoder();
+    for (const record of records) {
+      const key = record.key ? decoder.decode(record.key) : "";
+      if (!key.startsWith(prefix)) continue;
+      const stateKey = key.slice(prefix.length);
+      let value: unknown;
+      try {
+        value = record.value === null ? null : JSON.parse(decoder.decode(record.value));
+      } catch (error) {
+        throw new FvError("STATE_CORRUPTED", `state record ${this.#options.stateTopic}[${partition}]@${record.offset} is not JSON`, { cause: error });
+      }
+      if (stateKey === OFFSETS_KEY) {
+        covered.clear();
+        for (const [topic, offset] of Object.entries((value ?? {}) as Record<string, string>)) covered.set(topic, BigInt(offset));
+      } else {
+        entries.push({ key: stateKey, value });
+      }
+    }
+    const op = stage.operator!.compiled.create();
+    op.restore(entries);
+    const task: Task = { stage, partition, op, covered, offsetsDirty: false };
+    this.#tasks.set(id, task);
+    this.counters.restoredRecords += records.length;
+    this.counters.restoreMs += Date.now() - started;
+    return task;
+  }
+
+  /**
+   * Feeds one row (already through the inline steps before the operator). Returns the rows the
+   * operator emits now and the late rows it refused; `skipped` when the restored state already
+   * covers this record (it was processed before a restart). Throws FvError POISON_ROW for a row
+   * without a usable event time.
+   */
+  process(task: Task, record: InboundRecord, row: Row, input: number): { rows: Row[]; late: Row[]; skipped: boolean } {
+    const next = record.offset + 1n;
+    if (record.offset < (task.covered.get(record.topic) ?? -1n)) return { rows: [], late: [], skipped: true };
+    const compiled = task.stage.operator!.compiled;
+    const time = eventTimeOf(row, compiled.timeColumn);
+    const out = task.op.process(row, time, input);
+    task.covered.set(record.topic, next);
+    task.offsetsDirty = true;
+    const k = `${task.stage.index}:${record.topic}:${record.partition}`;
+    const seen = this.#eventTimes.get(k);
+    if (!seen || seen.max < time) this.#eventTimes.set(k, { max: time, seenAt: Date.now() });
+    else seen.seenAt = Date.now();
+    this.counters.late += out.late.length;
+    const size = task.op.stateSize();
+    if (size.keys > this.#options.maxStateKeys) {
+      throw new FvError(
+        "KAFKA_FATAL",
+        `stage ${task.stage.index + 1} (${compiled.op}) holds ${size.keys} state keys for partition ${task.partition}, over STREAM_STATE_MAX_KEYS=${this.#options.maxStateKeys}: shorten windows or lateness, add groupBy selectivity, or raise the cap`,
+      );
+    }
+    return { rows: out.rows, late: out.late, skipped: false };
+  }
+
+  /**
+   * Moves each stage's watermark: the minimum over its owned input partitions of max event time
+   * minus allowed lateness, leaving out partitions idle longer than `idlePartitionMs`. Returns the
+   * rows fired per stage.
+   */
+  advance(owned: TopicPartition[], now = Date.now()): Array<{ stage: CompiledStage; rows: Row[] }> {
+    const fired: Array<{ stage: CompiledStage; rows: Row[] }> = [];
+    for (const tp of owned) if (!this.#ownedSince.has(`${tp.topic}:${tp.partition}`)) this.#ownedSince.set(`${tp.topic}:${tp.partition}`, now);
+    for (const stage of this.#stages) {
+      let watermark = Infinity;
+      let any = false;
+      for (const tp of owned) {
+        if (!this.#stageTopics(stage).has(tp.topic)) continue;
+        const seen = this.#eventTimes.get(`${stage.index}:${tp.topic}:${tp.partition}`);
+        const idleSince = seen?.seenAt ?? this.#ownedSince.get(`${tp.topic}:${tp.partition}`) ?? now;
+        if (now - idleSince > this.#options.idlePartitionMs) continue;
+        if (!seen) {
+          watermark = -Infinity;
+          continue;
+        }
+        any = true;
+        watermark = Math.min(watermark, seen.max);
+      }
+      if (!any || watermark === -Infinity) continue;
+      watermark -= stage.operator!.compiled.allowedLatenessMs;
+      const rows: Row[] = [];
+      for (const task of this.#tasks.values()) if (task.stage === stage) rows.push(...task.op.advance(watermark));
+      if (rows.length) fired.push({ stage, rows });
+    }
+    return fired;
+  }
+
+  /** Input topics of each stateful stage, set by the loop (datasets resolve to topics there). */
+  readonly #topicsByStage = new Map<number, Set<string>>();
+  setStageTopics(stage: CompiledStage, topics: string[]): void {
+    this.#topicsByStage.set(stage.index, new Set(topics));
+  }
+  #stageTopics(stage: CompiledStage): Set<string> {
+    return this.#topicsByStage.get(stage.index) ?? new Set();
+  }
+
+  /** Changelog records of everything that changed since the last call: dirty keys, tombstones, covered offsets. */
+  drainChangelog(): OutboundRecord[] {
+    const out: OutboundRecord[] = [];
+    let keys = 0;
+    let bytes = 0;
+    for (const task of this.#tasks.values()) {
+      const prefix = `${task.stage.index}/`;
+      for (const entry of task.op.drainChanges()) {
+        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + entry.key, value: entry.value === null ? null : JSON.stringify(entry.value) });
+      }
+      if (task.offsetsDirty) {
+        const offsets = Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]));
+        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + OFFSETS_KEY, value: JSON.stringify(offsets) });
+        task.offsetsDirty = false;
+      }
+      const size = task.op.stateSize();
+      keys += size.keys;
+      bytes += size.bytes;
+    }
+    this.counters.stateKeys = keys;
+    this.counters.stateBytes = bytes;
+    return out;
+  }
+
+  /** Forgets the tasks of partitions this loop no longer owns (their new owner restores them). */
+  release(owned: TopicPartition[]): void {
+    const partitions = new Set(owned.map((tp) => tp.partition));
+    for (const [id, task] of this.#tasks) if (!partitions.has(task.partition)) this.#tasks.delete(id);
+    for (const key of this.#eventTimes.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#eventTimes.delete(key);
+  }
+
+  /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */
+  clear(): void {
+    this.#tasks.clear();
+    this.#eventTimes.clear();
+    this.#ownedSince.clear();
+  }
+}
