@@ -49,13 +49,15 @@ export interface CliOptions {
   /** Run this executable (the single binary) instead of main.ts on a runtime. */
   executable?: string;
   env?: Record<string, string>;
+  /** Working directory; default the repository root. */
+  cwd?: string;
 }
 
 export function startCli(args: string[], options: CliOptions = {}): CliRun {
   const runtime = options.runtime ?? "bun";
   const command = options.executable ? [options.executable, ...args] : runtime === "bun" ? [BUN, MAIN, ...args] : [DENO, "run", "-A", MAIN, ...args];
   const child = spawn(command[0]!, command.slice(1), {
-    cwd: ROOT,
+    cwd: options.cwd ?? ROOT,
     // Port 0: runs in parallel (and a developer's own stream on 8686) never collide.
     env: { ...process.env, STREAM_HEARTBEAT_INTERVAL_MS: "200", STREAM_RECORD_INTERVAL_MS: "500", STREAM_ADMIN_ADDR: "127.0.0.1:0", ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
