@@ -97,7 +97,9 @@ function classify(error: unknown, what: string): FvError {
   const fenced =
     e?.findBy?.("needsRejoin", true) || e?.findBy?.("fencedInstanceId", true) ||
     /fenced|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED/i.test(text + " " + describeErrors(e));
-  const code = fenced ? "KAFKA_FENCED" : e?.code === "PLT_KFK_NETWORK" || e?.code === "PLT_KFK_TIMEOUT" || e?.canRetry ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
+  // Abortable transaction states: abort, then start again from the last commit.
+  const abortable = /INVALID_TXN_STATE|CONCURRENT_TRANSACTIONS|COORDINATOR_LOAD_IN_PROGRESS|NOT_COORDINATOR/i.test(describeErrors(e));
+  const code = fenced ? "KAFKA_FENCED" : abortable || e?.code === "PLT_KFK_NETWORK" || e?.code === "PLT_KFK_TIMEOUT" || e?.canRetry ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   return new FvError(code, `${what} failed: ${text}`, { cause: error });
 }
 
@@ -326,6 +328,8 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
   readonly #producer: PltProducer;
   #tx: Transaction | undefined;
   #offsetsAdded = false;
+  /** Whether the open transaction holds anything; the broker refuses to end an empty one. */
+  #dirty = false;
 
   constructor(brokers: string[], clientId: string, transactionalId: string) {
     this.#producer = new PltProducer({
@@ -345,7 +349,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
   }
 
   get inTransaction(): boolean {
-    return this.#tx !== undefined;
+    return this.#dirty;
   }
 
   /**
@@ -365,6 +369,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
         throw classify(error, "beginning a transaction");
       }
       this.#offsetsAdded = false;
+      this.#dirty = false;
     }
     return this.#tx;
   }
@@ -372,6 +377,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
   async send(records: OutboundRecord[]): Promise<void> {
     if (records.length === 0) return;
     const tx = await this.#begin();
+    this.#dirty = true;
     try {
       await tx.send({ messages: records.map(toMessage) });
     } catch (error) {
@@ -383,6 +389,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     if (offsets.length === 0) return;
     if (!(consumer instanceof PlatformaticConsumer)) throw new FvError("KAFKA_FATAL", "a platformatic transaction needs a platformatic consumer");
     const tx = await this.#begin();
+    this.#dirty = true;
     try {
       if (!this.#offsetsAdded) {
         await tx.addConsumer(consumer.raw);
@@ -401,8 +408,10 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
 
   async commit(): Promise<void> {
     const tx = this.#tx;
-    if (!tx) return;
+    // An empty transaction stays open on our side; nothing to tell the broker.
+    if (!tx || !this.#dirty) return;
     this.#tx = undefined;
+    this.#dirty = false;
     try {
       await tx.commit();
     } catch (error) {
@@ -412,8 +421,9 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
 
   async abort(): Promise<void> {
     const tx = this.#tx;
-    if (!tx) return;
+    if (!tx || !this.#dirty) return;
     this.#tx = undefined;
+    this.#dirty = false;
     try {
       await tx.abort();
     } catch (error) {

@@ -529,8 +529,8 @@ export class ConsumerLoop {
     for (const k of this.#txPartitions) if (!owned.has(k)) this.#revokedMidTransaction = true;
     if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
     const offsets = this.#takeCommittable(session);
-    if (!tx.inTransaction && offsets.length === 0 && !session.tasks.active) return;
     const changelog = session.tasks.drainChangelog();
+    if (!tx.inTransaction && offsets.length === 0 && changelog.length === 0) return;
     const steps: CheckpointStep[] = [
       { name: "state", run: () => tx.send(changelog) },
       { name: "offsets", run: () => tx.sendOffsets(session.consumer, offsets) },

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
-import { type CliRun, lastRecord, ROOT, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { type CliRun, lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
 import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
 
 const row = (id: number) => ({ id, price: id % 200, qty: 1 + (id % 5), note: "x".repeat(120) });
@@ -111,6 +111,26 @@ describe("exactly-once", () => {
     expect(result.unexpected).toEqual([]);
     expect(result.duplicates).toBe(0);
     expect(result.final.metrics!.guarantee).toBe("exactly-once");
+  });
+
+  test("an exactly-once stream that goes idle commits only what it processed and stops cleanly", async () => {
+    const name = uniqueName("eos-idle");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    await produce(records(input, 0, 2000));
+    const file = pipeline(name, input, output);
+    // Several empty checkpoint intervals pass before the idle timeout ends the run.
+    const result = await runCli(["run", file], { env: { STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "100", STREAM_IDLE_TIMEOUT_MS: "3000" } });
+    expect(result.code).toBe(0);
+    const final = lastRecord(result.records)!;
+    expect(final.status).toBe("STOPPED");
+    expect(final.metrics!.consumed).toBe(2000);
+    expect(final.metrics!.checkpointFailures).toBe(0);
+    const collector = collect(output);
+    await waitFor(() => collector.records.length >= expectedIds(2000).length, 30_000, "the output");
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(tally(await collector.stop(), expectedIds(2000))).toEqual({ missing: [], duplicates: 0, unexpected: [] });
   });
 
   test("at-least-once under the same crashes loses nothing and reports its duplicates", async () => {
