@@ -13,7 +13,7 @@ import { serveAdmin } from "../../runtime/serve.ts";
 import type { BuildRecord } from "../../src/index.ts";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { parsePrometheusText, sampleValue } from "../metrics/prom-text.ts";
-import { adminUrlOf, BUN, type CliRun, lastRecord, ROOT, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { adminUrlOf, BUN, type CliRun, lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
 import { collect, committedOffsets, consumeAll, createTopic, header, json, produce, uniqueName } from "../helpers/kafka.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -436,5 +436,43 @@ describe("the admin server of a run", () => {
     open.child.kill("SIGTERM");
     expect(await exitOf(open)).toBe(0);
     expect(lastRecord(open.records)!.status).toBe("STOPPED");
+  }, 60_000);
+});
+
+describe("the command line", () => {
+  test("validate --control-plane checks the pipeline the platform serves; a wrong command line exits 2 saying what is missing", async () => {
+    const t = await topicsFor("cli-validate", 1);
+    const platform = await startPlatform(platformDir(t));
+    const valid = await runCli(["validate", "--control-plane", platform.url, "--pipeline", t.name]);
+    expect(valid.code).toBe(0);
+    expect(valid.lines).toEqual([
+      `${platform.url}: pipeline "${t.name}" is valid: 1 stage(s)`,
+      `  stage 1: trades (topic ${t.input}) → large (topic ${t.output}): filter`,
+    ]);
+
+    const unknown = await runCli(["validate", "--control-plane", platform.url, "--pipeline", "no-such-pipeline"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.output).toContain(`the control plane has no pipeline "no-such-pipeline": GET ${platform.url}/pipelines/no-such-pipeline/topology answered 404`);
+
+    const noPipeline = await runCli(["run", "--control-plane", platform.url]);
+    expect(noPipeline.code).toBe(2);
+    expect(noPipeline.output).toContain("--control-plane needs --pipeline ID");
+    const both = await runCli(["run", "pipeline.toml", "--control-plane", platform.url, "--pipeline", t.name]);
+    expect(both.code).toBe(2);
+    expect(both.output).toContain("give either a pipeline FILE or --control-plane, not both");
+  }, 60_000);
+
+  test("a platform that does not answer fails the start naming its URL, while the admin server says why it is not ready", async () => {
+    // A port that was just free: nothing listens there.
+    const probe = await serveAdmin({ fetch: () => new Response() }, { hostname: "127.0.0.1", port: 0 });
+    await probe.close();
+    const url = `http://127.0.0.1:${probe.port}`;
+    const run = controlPlaneRun({ url }, "demo", "b-unreachable");
+    const admin = await adminUrlOf(run);
+    const ready = await fetch(`${admin}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as { reason: string }).reason).toBe("the build is STARTING, not RUNNING");
+    expect(await exitOf(run)).toBe(1);
+    expect(run.logs.some((l) => l.level === "error" && l.msg.startsWith(`pipeline "demo" failed: the control plane did not answer GET ${url}/pipelines/demo/topology`))).toBe(true);
   }, 60_000);
 });
