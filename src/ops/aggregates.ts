@@ -35,6 +35,12 @@ export const aggregateSchema = v.variant("op", [
   }),
 ], `each aggregate needs op = one of "count", ${plainOps.map((o) => `"${o}"`).join(", ")}, "sma", "ema"`);
 
+/** The `aggs` field of an aggregating step: one aggregate or more. */
+export const aggregateList = v.pipe(
+  v.array(aggregateSchema, "aggs is a list of aggregates, e.g. aggs = [{ op = \"sum\", column = \"qty\" }]"),
+  v.minLength(1, "list at least one aggregate, e.g. aggs = [{ op = \"count\" }]"),
+);
+
 export type AggregateDef = v.InferOutput<typeof aggregateSchema>;
 export type AggregateOp = AggregateDef["op"];
 

@@ -1,4 +1,5 @@
 import type { Row } from "../expr/index.ts";
+import type { StateReader } from "./state-values.ts";
 
 /**
  * Reads a row's group (or join) key: the values of the key columns, a missing column read as
@@ -57,4 +58,11 @@ export function groupKey(columns: readonly string[]): GroupKey {
 /** Writes the group columns into an output row. */
 export function writeGroup(out: Row, columns: readonly string[], values: readonly unknown[]): void {
   for (let i = 0; i < columns.length; i++) out[columns[i]!] = values[i];
+}
+
+/** A restored group's values: a list with one value per group column. */
+export function readGroup(r: StateReader, value: unknown, key: GroupKey): unknown[] {
+  const group = r.list(value, "group");
+  if (group.length !== key.columns.length) r.fail(`group has ${group.length} values, groupBy has ${key.columns.length} columns`);
+  return group;
 }

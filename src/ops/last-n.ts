@@ -1,12 +1,12 @@
 import * as v from "valibot";
 import type { Row } from "../expr/index.ts";
 import { checkEventTime } from "./event-time.ts";
-import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
+import { type GroupKey, groupKey, readGroup, writeGroup } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import type { CompiledOperator, Operator, OperatorContext, OperatorOutput, OperatorSnapshot, StateEntry } from "./operator.ts";
-import { type Entity, OperatorState } from "./operator-state.ts";
+import type { CompiledOperator, OperatorContext, OperatorOutput } from "./operator.ts";
+import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
 import { approxBytes, type StateReader } from "./state-values.ts";
-import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
+import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, groupByColumns, groupedOperator, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
 
 export const lastNSchema = v.strictObject({
   op: v.literal("lastN"),
@@ -37,16 +37,9 @@ const OP = "lastN";
  */
 export function compileLastN(def: LastNDef, ctx: OperatorContext): CompiledOperator {
   checkInputs(OP, ctx, "one or more");
-  checkDistinctColumns(OP, ctx, [...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })), { name: def.alias, field: "alias" }]);
+  checkDistinctColumns(OP, ctx, [...groupByColumns(def.groupBy), { name: def.alias, field: "alias" }]);
   const config: LastNConfig = { n: def.n, column: def.column, group: groupKey(def.groupBy), alias: def.alias, expireAfterMs: def.expireAfterMs };
-  return {
-    op: OP,
-    timeColumn: def.timeColumn,
-    allowedLatenessMs: def.allowedLatenessMs,
-    keyColumns: def.groupBy,
-    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
-    create: () => new LastN(config),
-  };
+  return groupedOperator(OP, def, ctx, () => new LastN(config));
 }
 
 interface LastNConfig {
@@ -77,16 +70,17 @@ interface Timer {
   recent: Recent;
 }
 
-class LastN implements Operator {
+class LastN extends StatefulOperator<Recent> {
   readonly #c: LastNConfig;
-  readonly #state: OperatorState<Recent>;
+  protected readonly state: OperatorState<Recent>;
   readonly #groups = new Map<unknown, Recent>();
   /** Expiries, when expireAfterMs is set; a group that saw a later row leaves a stale one behind. */
   readonly #timers = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
 
   constructor(config: LastNConfig) {
+    super();
     this.#c = config;
-    this.#state = new OperatorState<Recent>(OP, {
+    this.state = new OperatorState<Recent>(OP, {
       decode: (r, value) => this.#decode(r, value),
       encode: (g) => ({ group: g.group, seq: g.seq, latest: g.latest, items: ordered(g.items, g.next) }),
       clear: () => {
@@ -104,7 +98,7 @@ class LastN implements Operator {
   }
 
   process(row: Row, eventTime: number, _input: number): OperatorOutput {
-    this.#state.begin();
+    this.state.begin();
     checkEventTime(eventTime);
     const { n, column } = this.#c;
     const id = this.#c.group.idOfRow(row);
@@ -112,12 +106,12 @@ class LastN implements Operator {
     if (g === undefined) {
       const group = this.#c.group.values(row);
       const key = `g:${this.#c.group.textOf(group)}`;
-      g = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, id, group, items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 2 * key.length };
+      g = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, id, group, items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 2 * key.length };
       this.#groups.set(id, g);
-      this.#state.created(g);
+      this.state.created(g);
       this.#setTimer(g);
     } else {
-      this.#state.touched(g);
+      this.state.touched(g);
       if (eventTime > g.latest) {
         g.latest = eventTime;
         this.#setTimer(g);
@@ -143,8 +137,8 @@ class LastN implements Operator {
   }
 
   advance(watermark: number): Row[] {
-    this.#state.begin();
-    if (!this.#state.advanceTo(watermark)) return [];
+    this.state.begin();
+    if (!this.state.advanceTo(watermark)) return [];
     const expireAfterMs = this.#c.expireAfterMs;
     if (expireAfterMs === undefined) return [];
     for (let t = this.#timers.peek(); t !== undefined && t.at <= watermark; t = this.#timers.peek()) {
@@ -152,29 +146,13 @@ class LastN implements Operator {
       const g = t.recent;
       if (this.#groups.get(g.id) !== g || g.latest + expireAfterMs !== t.at) continue;
       this.#groups.delete(g.id);
-      this.#state.removed(g);
+      this.state.removed(g);
     }
     return [];
   }
 
-  drainChanges(): StateEntry[] {
-    return this.#state.drainChanges();
-  }
-
-  restore(entries: Iterable<StateEntry>): void {
-    this.#state.restore(entries);
-  }
-
-  snapshot(): OperatorSnapshot {
-    return this.#state.snapshot();
-  }
-
-  restoreSnapshot(snapshot: OperatorSnapshot): void {
-    this.#state.restoreSnapshot(snapshot);
-  }
-
   stateSize(): { keys: number; bytes: number } {
-    this.#state.ready();
+    this.state.ready();
     let bytes = 0;
     for (const g of this.#groups.values()) bytes += g.bytes;
     return { keys: this.#groups.size, bytes };
@@ -186,8 +164,7 @@ class LastN implements Operator {
 
   #decode(r: StateReader, value: unknown): Recent {
     const o = r.object(value, "a lastN group");
-    const group = r.list(o.group, "group");
-    if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
+    const group = readGroup(r, o.group, this.#c.group);
     const items = r.list(o.items, "items");
     if (items.length > this.#c.n) r.fail(`holds ${items.length} items, more than n = ${this.#c.n}`);
     if (this.#c.column === undefined) items.forEach((item) => r.row(item, "an item"));

@@ -1,10 +1,12 @@
 /**
  * The bookkeeping every operator shares: the watermark, the arrival sequence, the dirty keys
  * that make up the next changelog batch, restore from a changelog or a snapshot, and the
- * snapshot itself. Each operator supplies a codec for its own entities.
+ * snapshot itself. Each operator supplies a codec for its own entities, and extends
+ * `StatefulOperator` for the Operator methods that only hand over to its state.
  */
 import { FvError } from "../errors.ts";
-import { type OperatorSnapshot, SNAPSHOT_VERSION, type StateEntry } from "./operator.ts";
+import type { Row } from "../expr/index.ts";
+import { type Operator, type OperatorOutput, type OperatorSnapshot, SNAPSHOT_VERSION, type StateEntry } from "./operator.ts";
 import { assertJsonState, StateReader } from "./state-values.ts";
 
 /** One keyed unit of operator state (a window of a group, a session list, a buffered row ...). */
@@ -236,5 +238,33 @@ export class OperatorState<E extends Entity> {
 
   #badSnapshot(why: string): FvError {
     return new FvError("STATE_CORRUPTED", `${this.op}: cannot restore this snapshot: ${why}`, { context: { op: this.op } });
+  }
+}
+
+/**
+ * An operator whose changelog, restore and snapshot are exactly its OperatorState's. A subclass
+ * creates `state` with the codec for its entities and writes process, advance and stateSize.
+ */
+export abstract class StatefulOperator<E extends Entity> implements Operator {
+  protected abstract readonly state: OperatorState<E>;
+
+  abstract process(row: Row, eventTime: number, input: number): OperatorOutput;
+  abstract advance(watermark: number): Row[];
+  abstract stateSize(): { keys: number; bytes: number };
+
+  drainChanges(): StateEntry[] {
+    return this.state.drainChanges();
+  }
+
+  restore(entries: Iterable<StateEntry>): void {
+    this.state.restore(entries);
+  }
+
+  snapshot(): OperatorSnapshot {
+    return this.state.snapshot();
+  }
+
+  restoreSnapshot(snapshot: OperatorSnapshot): void {
+    this.state.restoreSnapshot(snapshot);
   }
 }

@@ -1,13 +1,13 @@
 import * as v from "valibot";
 import type { Row } from "../expr/index.ts";
-import { Aggregates, aggregateSchema, type Slots } from "./aggregates.ts";
+import { aggregateList, Aggregates, type Slots } from "./aggregates.ts";
 import { checkEventTime } from "./event-time.ts";
-import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
+import { type GroupKey, groupKey, readGroup, writeGroup } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
-import { type Entity, OperatorState } from "./operator-state.ts";
+import { type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput } from "./operator.ts";
+import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
 import type { StateReader } from "./state-values.ts";
-import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
+import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
 
 export const sessionAggregateSchema = v.strictObject({
   op: v.literal("sessionAggregate"),
@@ -16,10 +16,7 @@ export const sessionAggregateSchema = v.strictObject({
   gapMs: milliseconds("gapMs", 1),
   allowedLatenessMs,
   groupBy,
-  aggs: v.pipe(
-    v.array(aggregateSchema, "aggs is a list of aggregates, e.g. aggs = [{ op = \"sum\", column = \"qty\" }]"),
-    v.minLength(1, "list at least one aggregate, e.g. aggs = [{ op = \"count\" }]"),
-  ),
+  aggs: aggregateList,
 });
 
 export type SessionAggregateDef = v.InferOutput<typeof sessionAggregateSchema>;
@@ -48,18 +45,11 @@ export function compileSessionAggregate(def: SessionAggregateDef, ctx: OperatorC
   checkDistinctColumns(OP, ctx, [
     { name: "sessionStart", field: "sessionStart" },
     { name: "sessionEnd", field: "sessionEnd" },
-    ...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })),
+    ...groupByColumns(def.groupBy),
     ...aggs.list.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
   ]);
   const config: SessionConfig = { gapMs: def.gapMs, aggs, group: groupKey(def.groupBy) };
-  return {
-    op: OP,
-    timeColumn: def.timeColumn,
-    allowedLatenessMs: def.allowedLatenessMs,
-    keyColumns: def.groupBy,
-    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
-    create: () => new SessionAggregate(config),
-  };
+  return groupedOperator(OP, def, ctx, () => new SessionAggregate(config));
 }
 
 interface SessionConfig {
@@ -93,18 +83,19 @@ interface Timer {
   session: Session;
 }
 
-class SessionAggregate implements Operator {
+class SessionAggregate extends StatefulOperator<Group> {
   readonly #c: SessionConfig;
-  readonly #state: OperatorState<Group>;
+  protected readonly state: OperatorState<Group>;
   readonly #groups = new Map<unknown, Group>();
   // One timer per session end; a session that grew or merged leaves stale timers, skipped when they pop.
   readonly #timers = new MinHeap<Timer>((a, b) => a.end < b.end || (a.end === b.end && a.seq < b.seq));
   readonly #values: unknown[];
 
   constructor(config: SessionConfig) {
+    super();
     this.#c = config;
     this.#values = new Array(config.aggs.size);
-    this.#state = new OperatorState<Group>(OP, {
+    this.state = new OperatorState<Group>(OP, {
       decode: (r, value) => this.#decode(r, value),
       encode: (g) => ({
         group: g.group,
@@ -126,7 +117,7 @@ class SessionAggregate implements Operator {
   }
 
   process(row: Row, eventTime: number, _input: number): OperatorOutput {
-    this.#state.begin();
+    this.state.begin();
     checkEventTime(eventTime);
     const { aggs, gapMs } = this.#c;
     // 1. Read and check every aggregate input, so a poison row changes nothing.
@@ -145,11 +136,11 @@ class SessionAggregate implements Operator {
       }
     }
     // 3. None: a new session, unless the watermark already closed it (the row is late).
-    if (count === 0 && eventTime + gapMs <= this.#state.watermark) return { rows: [], late: [row] };
+    if (count === 0 && eventTime + gapMs <= this.state.watermark) return { rows: [], late: [row] };
     const group = g ?? this.#newGroup(id, row);
     let session: Session;
     if (count === 0) {
-      session = { start: eventTime, last: eventTime, seq: this.#state.nextSeq(), acc: aggs.create(), open: true };
+      session = { start: eventTime, last: eventTime, seq: this.state.nextSeq(), acc: aggs.create(), open: true };
       let at = 0;
       while (at < group.sessions.length && group.sessions[at]!.start < eventTime) at++;
       group.sessions.splice(at, 0, session);
@@ -172,14 +163,14 @@ class SessionAggregate implements Operator {
     aggs.add(session.acc, this.#values, eventTime);
     const end = session.last + gapMs;
     if (end !== endBefore || count > 1) this.#timers.push({ end, seq: session.seq, group, session });
-    if (g === undefined) this.#state.created(group);
-    else this.#state.touched(group);
+    if (g === undefined) this.state.created(group);
+    else this.state.touched(group);
     return NO_OUTPUT;
   }
 
   advance(watermark: number): Row[] {
-    this.#state.begin();
-    if (!this.#state.advanceTo(watermark)) return [];
+    this.state.begin();
+    if (!this.state.advanceTo(watermark)) return [];
     const out: Row[] = [];
     const gapMs = this.#c.gapMs;
     for (let t = this.#timers.peek(); t !== undefined && t.end <= watermark; t = this.#timers.peek()) {
@@ -191,32 +182,16 @@ class SessionAggregate implements Operator {
       group.sessions.splice(group.sessions.indexOf(session), 1);
       if (group.sessions.length === 0) {
         this.#groups.delete(group.id);
-        this.#state.removed(group);
+        this.state.removed(group);
       } else {
-        this.#state.touched(group);
+        this.state.touched(group);
       }
     }
     return out;
   }
 
-  drainChanges(): StateEntry[] {
-    return this.#state.drainChanges();
-  }
-
-  restore(entries: Iterable<StateEntry>): void {
-    this.#state.restore(entries);
-  }
-
-  snapshot(): OperatorSnapshot {
-    return this.#state.snapshot();
-  }
-
-  restoreSnapshot(snapshot: OperatorSnapshot): void {
-    this.#state.restoreSnapshot(snapshot);
-  }
-
   stateSize(): { keys: number; bytes: number } {
-    this.#state.ready();
+    this.state.ready();
     let bytes = 0;
     for (const g of this.#groups.values()) {
       bytes += 96 + 4 * g.key.length;
@@ -227,7 +202,7 @@ class SessionAggregate implements Operator {
 
   #newGroup(id: unknown, row: Row): Group {
     const values = this.#c.group.values(row);
-    const group: Group = { key: `s:${this.#c.group.textOf(values)}`, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, id, group: values, sessions: [] };
+    const group: Group = { key: `s:${this.#c.group.textOf(values)}`, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, id, group: values, sessions: [] };
     this.#groups.set(id, group);
     return group;
   }
@@ -241,8 +216,7 @@ class SessionAggregate implements Operator {
 
   #decode(r: StateReader, value: unknown): Group {
     const o = r.object(value, "a session group");
-    const group = r.list(o.group, "group");
-    if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
+    const group = readGroup(r, o.group, this.#c.group);
     const sessions = r.list(o.sessions, "sessions").map((raw): Session => {
       const s = r.object(raw, "a session");
       const start = r.number(s.start, "session start");

@@ -1,7 +1,7 @@
 /** Schema pieces and compile-time checks the operator steps share. */
 import * as v from "valibot";
 import { FvError } from "../errors.ts";
-import type { OperatorContext } from "./operator.ts";
+import type { CompiledOperator, Operator, OperatorContext } from "./operator.ts";
 
 export const columnName = v.pipe(v.string("a column name is a string"), v.minLength(1, "a column name cannot be empty"));
 
@@ -26,6 +26,28 @@ export const allowedLatenessMs = v.optional(milliseconds("allowedLatenessMs", 0)
 export const groupBy = v.optional(v.array(columnName, 'groupBy is a list of columns, e.g. groupBy = ["symbol"]'), []);
 
 export const rowCount = v.pipe(v.number("n is a number"), v.safeInteger("n is a whole number"), v.minValue(1, "n must be at least 1"));
+
+/** The groupBy columns as `checkDistinctColumns` entries. */
+export function groupByColumns(groupBy: readonly string[]): Array<{ name: string; field: string }> {
+  return groupBy.map((name, i) => ({ name, field: `groupBy.${i}` }));
+}
+
+/** A compiled step keyed by its groupBy columns on every stage input. */
+export function groupedOperator(
+  op: string,
+  def: { timeColumn: string; allowedLatenessMs: number; groupBy: string[] },
+  ctx: OperatorContext,
+  create: () => Operator,
+): CompiledOperator {
+  return {
+    op,
+    timeColumn: def.timeColumn,
+    allowedLatenessMs: def.allowedLatenessMs,
+    keyColumns: def.groupBy,
+    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
+    create,
+  };
+}
 
 /** The INVALID_TOPOLOGY error for a definition that parses but cannot run. */
 export function invalidStep(op: string, ctx: OperatorContext, field: string, message: string): FvError {

@@ -3,8 +3,8 @@ import type { Row } from "../expr/index.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
-import { type Entity, OperatorState } from "./operator-state.ts";
+import { type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput } from "./operator.ts";
+import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
 import { approxBytes, type StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkInputs, columnName, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
 
@@ -118,9 +118,9 @@ interface Buffered extends Entity {
   readonly bytes: number;
 }
 
-class StreamJoin implements Operator {
+class StreamJoin extends StatefulOperator<Buffered> {
   readonly #c: JoinConfig;
-  readonly #state: OperatorState<Buffered>;
+  protected readonly state: OperatorState<Buffered>;
   /** Per side: buffered rows by join key, each list in arrival order. */
   readonly #buffers: [Map<unknown, Buffered[]>, Map<unknown, Buffered[]>] = [new Map(), new Map()];
   /** Every buffered row, earliest event time first (ties: arrival order); a row leaves once watermark > time + withinMs. */
@@ -128,8 +128,9 @@ class StreamJoin implements Operator {
   #bytes = 0;
 
   constructor(config: JoinConfig) {
+    super();
     this.#c = config;
-    this.#state = new OperatorState<Buffered>(OP, {
+    this.state = new OperatorState<Buffered>(OP, {
       decode: (r, value) => this.#decode(r, value),
       encode: (b) => (b.side === LEFT && this.#c.leftJoin
         ? { time: b.time, seq: b.seq, key: b.keyValues, row: b.row, matched: b.matched }
@@ -148,12 +149,12 @@ class StreamJoin implements Operator {
   }
 
   process(row: Row, eventTime: number, input: number): OperatorOutput {
-    this.#state.begin();
+    this.state.begin();
     checkEventTime(eventTime);
     if (input !== LEFT && input !== RIGHT) throw new Error(`${OP}: input ${input} does not exist; a join has inputs 0 (left) and 1 (right)`);
     const side = input as 0 | 1;
     // 1. A row earlier than the watermark may have lost partners already evicted: late.
-    if (eventTime < this.#state.watermark) return { rows: [], late: [row] };
+    if (eventTime < this.state.watermark) return { rows: [], late: [row] };
     const { keys, withinMs } = this.#c;
     const values = keys[side].values(row);
     const out: Row[] = [];
@@ -176,13 +177,13 @@ class StreamJoin implements Operator {
           out.push(this.#joined(p.row, projected));
           if (this.#c.leftJoin && !p.matched) {
             p.matched = true;
-            this.#state.touched(p);
+            this.state.touched(p);
           }
         }
       }
     }
     // 4. Buffer the row for partners still to come.
-    const seq = this.#state.nextSeq();
+    const seq = this.state.nextSeq();
     const b: Buffered = {
       key: `${side === LEFT ? "L" : "R"}:${seq}`,
       seq,
@@ -196,13 +197,13 @@ class StreamJoin implements Operator {
       bytes: 96 + approxBytes(projected) + approxBytes(values),
     };
     this.#insert(b);
-    this.#state.created(b);
+    this.state.created(b);
     return out.length === 0 ? NO_OUTPUT : { rows: out, late: [] };
   }
 
   advance(watermark: number): Row[] {
-    this.#state.begin();
-    if (!this.#state.advanceTo(watermark)) return [];
+    this.state.begin();
+    if (!this.state.advanceTo(watermark)) return [];
     const out: Row[] = [];
     const withinMs = this.#c.withinMs;
     for (let b = this.#expiry.peek(); b !== undefined && b.time + withinMs < watermark; b = this.#expiry.peek()) {
@@ -211,30 +212,14 @@ class StreamJoin implements Operator {
       bucket.splice(bucket.indexOf(b), 1);
       if (bucket.length === 0) this.#buffers[b.side].delete(b.id);
       this.#bytes -= b.bytes;
-      this.#state.removed(b);
+      this.state.removed(b);
       if (b.side === LEFT && this.#c.leftJoin && !b.matched) out.push(this.#joined(b.row, undefined));
     }
     return out;
   }
 
-  drainChanges(): StateEntry[] {
-    return this.#state.drainChanges();
-  }
-
-  restore(entries: Iterable<StateEntry>): void {
-    this.#state.restore(entries);
-  }
-
-  snapshot(): OperatorSnapshot {
-    return this.#state.snapshot();
-  }
-
-  restoreSnapshot(snapshot: OperatorSnapshot): void {
-    this.#state.restoreSnapshot(snapshot);
-  }
-
   stateSize(): { keys: number; bytes: number } {
-    this.#state.ready();
+    this.state.ready();
     return { keys: this.#expiry.size, bytes: this.#bytes };
   }
 

@@ -2,12 +2,12 @@ import * as v from "valibot";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import { checkEventTime } from "./event-time.ts";
-import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
+import { type GroupKey, groupKey, readGroup, writeGroup } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
-import { type Entity, OperatorState } from "./operator-state.ts";
+import { type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput } from "./operator.ts";
+import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
 import { approxBytes, type StateReader } from "./state-values.ts";
-import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, invalidStep, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
+import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
 import { tumblingStart } from "./time-windows.ts";
 
 export const topNSchema = v.strictObject({
@@ -49,7 +49,7 @@ export function compileTopN(def: TopNDef, ctx: OperatorContext): CompiledOperato
   if (windowed && def.expireAfterMs !== undefined) throw invalidStep(OP, ctx, "expireAfterMs", "a windowed topN forgets each window when it fires: leave expireAfterMs out");
   const alias = def.alias ?? "top";
   if (!windowed) {
-    checkDistinctColumns(OP, ctx, [...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })), { name: alias, field: "alias" }]);
+    checkDistinctColumns(OP, ctx, [...groupByColumns(def.groupBy), { name: alias, field: "alias" }]);
   }
   const config: TopNConfig = {
     n: def.n,
@@ -60,14 +60,7 @@ export function compileTopN(def: TopNDef, ctx: OperatorContext): CompiledOperato
     alias,
     expireAfterMs: def.expireAfterMs,
   };
-  return {
-    op: OP,
-    timeColumn: def.timeColumn,
-    allowedLatenessMs: def.allowedLatenessMs,
-    keyColumns: def.groupBy,
-    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
-    create: () => new TopN(config),
-  };
+  return groupedOperator(OP, def, ctx, () => new TopN(config));
 }
 
 interface TopNConfig {
@@ -105,16 +98,17 @@ interface Timer {
   ranking: Ranking;
 }
 
-class TopN implements Operator {
+class TopN extends StatefulOperator<Ranking> {
   readonly #c: TopNConfig;
-  readonly #state: OperatorState<Ranking>;
+  protected readonly state: OperatorState<Ranking>;
   readonly #rankings = new Map<string, Ranking>();
   /** Windowed: window closes. Running with expireAfterMs: expiries (stale ones skipped). Ties fire in arrival order. */
   readonly #timers = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
 
   constructor(config: TopNConfig) {
+    super();
     this.#c = config;
-    this.#state = new OperatorState<Ranking>(OP, {
+    this.state = new OperatorState<Ranking>(OP, {
       decode: (r, value) => this.#decode(r, value),
       encode: (k) => ({
         start: k.start,
@@ -138,7 +132,7 @@ class TopN implements Operator {
   }
 
   process(row: Row, eventTime: number, _input: number): OperatorOutput {
-    this.#state.begin();
+    this.state.begin();
     checkEventTime(eventTime);
     const { by, windowMs } = this.#c;
     const value = row[by];
@@ -153,7 +147,7 @@ class TopN implements Operator {
     let start: number | null = null;
     if (windowMs !== undefined) {
       start = tumblingStart(eventTime, windowMs);
-      if (start + windowMs <= this.#state.watermark) return { rows: [], late: [row] };
+      if (start + windowMs <= this.state.watermark) return { rows: [], late: [row] };
     }
     const group = this.#c.group.values(row);
     const gk = this.#c.group.textOf(group);
@@ -161,9 +155,9 @@ class TopN implements Operator {
     let ranking = this.#rankings.get(key);
     const isNew = ranking === undefined;
     if (ranking === undefined) {
-      ranking = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, group, start, rows: [], latest: eventTime, bytes: 96 + 2 * key.length };
+      ranking = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, group, start, rows: [], latest: eventTime, bytes: 96 + 2 * key.length };
       this.#rankings.set(key, ranking);
-      this.#state.created(ranking);
+      this.state.created(ranking);
       if (start !== null) this.#setTimer(ranking);
     }
     // 3. Running rankings with expireAfterMs remember the latest row's time.
@@ -176,15 +170,15 @@ class TopN implements Operator {
     // 4. Rank the row: it enters when it beats the n-th (ties keep the earlier arrival).
     const entered = this.#rank(ranking, value, row);
     if (entered || changed) {
-      if (!isNew) this.#state.touched(ranking);
+      if (!isNew) this.state.touched(ranking);
     }
     if (!entered || start !== null) return NO_OUTPUT;
     return { rows: [this.#update(ranking)], late: [] };
   }
 
   advance(watermark: number): Row[] {
-    this.#state.begin();
-    if (!this.#state.advanceTo(watermark)) return [];
+    this.state.begin();
+    if (!this.state.advanceTo(watermark)) return [];
     const out: Row[] = [];
     const { windowMs, expireAfterMs } = this.#c;
     for (let t = this.#timers.peek(); t !== undefined && t.at <= watermark; t = this.#timers.peek()) {
@@ -198,29 +192,13 @@ class TopN implements Operator {
         continue;
       }
       this.#rankings.delete(k.key);
-      this.#state.removed(k);
+      this.state.removed(k);
     }
     return out;
   }
 
-  drainChanges(): StateEntry[] {
-    return this.#state.drainChanges();
-  }
-
-  restore(entries: Iterable<StateEntry>): void {
-    this.#state.restore(entries);
-  }
-
-  snapshot(): OperatorSnapshot {
-    return this.#state.snapshot();
-  }
-
-  restoreSnapshot(snapshot: OperatorSnapshot): void {
-    this.#state.restoreSnapshot(snapshot);
-  }
-
   stateSize(): { keys: number; bytes: number } {
-    this.#state.ready();
+    this.state.ready();
     let bytes = 0;
     for (const k of this.#rankings.values()) bytes += k.bytes;
     return { keys: this.#rankings.size, bytes };
@@ -236,7 +214,7 @@ class TopN implements Operator {
     let at = rows.length;
     while (at > 0 && beats(rows[at - 1]!)) at--;
     const copy = { ...row };
-    const entry: Ranked = { value, seq: this.#state.nextSeq(), row: copy, bytes: 48 + approxBytes(copy) };
+    const entry: Ranked = { value, seq: this.state.nextSeq(), row: copy, bytes: 48 + approxBytes(copy) };
     rows.splice(at, 0, entry);
     ranking.bytes += entry.bytes;
     if (rows.length > n) ranking.bytes -= rows.pop()!.bytes;
@@ -260,8 +238,7 @@ class TopN implements Operator {
     const windowed = this.#c.windowMs !== undefined;
     const start = windowed ? r.number(o.start, "start") : o.start === null ? null : r.fail("a running topN has no window start: was windowMs added?");
     if (start !== null && tumblingStart(start, this.#c.windowMs!) !== start) r.fail(`window start ${start} is not a multiple of windowMs: was windowMs changed?`);
-    const group = r.list(o.group, "group");
-    if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
+    const group = readGroup(r, o.group, this.#c.group);
     const gk = this.#c.group.textOf(group);
     const rows = r.list(o.rows, "rows").map((raw): Ranked => {
       const x = r.object(raw, "a ranked row");

@@ -1,12 +1,12 @@
 import * as v from "valibot";
 import type { Row } from "../expr/index.ts";
-import { Aggregates, aggregateSchema, type Slots } from "./aggregates.ts";
+import { aggregateList, Aggregates, type Slots } from "./aggregates.ts";
 import { checkEventTime } from "./event-time.ts";
-import { type GroupKey, groupKey, writeGroup } from "./group-key.ts";
-import { type CompiledOperator, NO_OUTPUT, type Operator, type OperatorContext, type OperatorOutput, type OperatorSnapshot, type StateEntry } from "./operator.ts";
-import { type Entity, OperatorState } from "./operator-state.ts";
+import { type GroupKey, groupKey, readGroup, writeGroup } from "./group-key.ts";
+import { type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput } from "./operator.ts";
+import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
 import type { StateReader } from "./state-values.ts";
-import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
+import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
 import { hoppingStarts, tumblingStart } from "./time-windows.ts";
 
 export const windowedAggregateSchema = v.strictObject({
@@ -17,10 +17,7 @@ export const windowedAggregateSchema = v.strictObject({
   slideMs: v.optional(milliseconds("slideMs", 1)),
   allowedLatenessMs,
   groupBy,
-  aggs: v.pipe(
-    v.array(aggregateSchema, "aggs is a list of aggregates, e.g. aggs = [{ op = \"sum\", column = \"qty\" }]"),
-    v.minLength(1, "list at least one aggregate, e.g. aggs = [{ op = \"count\" }]"),
-  ),
+  aggs: aggregateList,
 });
 
 export type WindowedAggregateDef = v.InferOutput<typeof windowedAggregateSchema>;
@@ -45,18 +42,11 @@ export function compileWindowedAggregate(def: WindowedAggregateDef, ctx: Operato
   checkDistinctColumns(OP, ctx, [
     { name: "windowStart", field: "windowStart" },
     { name: "windowEnd", field: "windowEnd" },
-    ...def.groupBy.map((name, i) => ({ name, field: `groupBy.${i}` })),
+    ...groupByColumns(def.groupBy),
     ...aggs.list.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
   ]);
   const config: WindowConfig = { sizeMs: def.windowMs, slideMs, aggs, group: groupKey(def.groupBy) };
-  return {
-    op: OP,
-    timeColumn: def.timeColumn,
-    allowedLatenessMs: def.allowedLatenessMs,
-    keyColumns: def.groupBy,
-    inputKeyColumns: Array.from({ length: ctx.inputs }, () => def.groupBy),
-    create: () => new WindowedAggregate(config),
-  };
+  return groupedOperator(OP, def, ctx, () => new WindowedAggregate(config));
 }
 
 interface WindowConfig {
@@ -75,9 +65,9 @@ interface Window extends Entity {
   readonly acc: Slots;
 }
 
-class WindowedAggregate implements Operator {
+class WindowedAggregate extends StatefulOperator<Window> {
   readonly #c: WindowConfig;
-  readonly #state: OperatorState<Window>;
+  protected readonly state: OperatorState<Window>;
   /** Open windows by end, each map in arrival order of its groups. */
   readonly #byEnd = new Map<number, Map<unknown, Window>>();
   /** The keys of #byEnd, ascending. */
@@ -88,9 +78,10 @@ class WindowedAggregate implements Operator {
   readonly #starts: number[] = [];
 
   constructor(config: WindowConfig) {
+    super();
     this.#c = config;
     this.#values = new Array(config.aggs.size);
-    this.#state = new OperatorState<Window>(OP, {
+    this.state = new OperatorState<Window>(OP, {
       decode: (r, value) => this.#decode(r, value),
       encode: (w) => ({ start: w.start, group: w.group, seq: w.seq, acc: this.#c.aggs.encode(w.acc) }),
       clear: () => {
@@ -106,13 +97,13 @@ class WindowedAggregate implements Operator {
   }
 
   process(row: Row, eventTime: number, _input: number): OperatorOutput {
-    this.#state.begin();
+    this.state.begin();
     checkEventTime(eventTime);
     const { sizeMs, slideMs } = this.#c;
     // 1. Read and check every aggregate input, so a poison row changes nothing.
     this.#c.aggs.read(row, this.#values);
     // 2. Add the row to each of its windows the watermark has not closed.
-    const watermark = this.#state.watermark;
+    const watermark = this.state.watermark;
     let id: unknown;
     if (slideMs === sizeMs) {
       const start = tumblingStart(eventTime, sizeMs);
@@ -131,8 +122,8 @@ class WindowedAggregate implements Operator {
   }
 
   advance(watermark: number): Row[] {
-    this.#state.begin();
-    if (!this.#state.advanceTo(watermark)) return [];
+    this.state.begin();
+    if (!this.state.advanceTo(watermark)) return [];
     const out: Row[] = [];
     let fired = 0;
     while (fired < this.#ends.length && this.#ends[fired]! <= watermark) {
@@ -141,7 +132,7 @@ class WindowedAggregate implements Operator {
       this.#byEnd.delete(end);
       for (const w of windows.values()) {
         out.push(this.#result(w, end));
-        this.#state.removed(w);
+        this.state.removed(w);
       }
       this.#count -= windows.size;
     }
@@ -149,24 +140,8 @@ class WindowedAggregate implements Operator {
     return out;
   }
 
-  drainChanges(): StateEntry[] {
-    return this.#state.drainChanges();
-  }
-
-  restore(entries: Iterable<StateEntry>): void {
-    this.#state.restore(entries);
-  }
-
-  snapshot(): OperatorSnapshot {
-    return this.#state.snapshot();
-  }
-
-  restoreSnapshot(snapshot: OperatorSnapshot): void {
-    this.#state.restoreSnapshot(snapshot);
-  }
-
   stateSize(): { keys: number; bytes: number } {
-    this.#state.ready();
+    this.state.ready();
     let bytes = 0;
     for (const w of this.#live()) bytes += 96 + 4 * w.key.length + this.#c.aggs.bytes(w.acc);
     return { keys: this.#count, bytes };
@@ -181,12 +156,12 @@ class WindowedAggregate implements Operator {
       const acc = this.#c.aggs.create();
       const group = this.#c.group.values(row);
       const key = `w:${start}:${this.#c.group.textOf(group)}`;
-      w = { key, seq: this.#state.nextSeq(), persisted: false, dirty: false, removed: false, start, id, group, acc };
+      w = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, start, id, group, acc };
       windows.set(id, w);
       this.#count++;
-      this.#state.created(w);
+      this.state.created(w);
     } else {
-      this.#state.touched(w);
+      this.state.touched(w);
     }
     this.#c.aggs.add(w.acc, this.#values, time);
   }
@@ -225,8 +200,7 @@ class WindowedAggregate implements Operator {
     if (tumblingStart(start, this.#c.slideMs) !== start) {
       r.fail(`window start ${start} is not a multiple of slideMs ${this.#c.slideMs}: was the step's windowMs or slideMs changed?`);
     }
-    const group = r.list(o.group, "group");
-    if (group.length !== this.#c.group.columns.length) r.fail(`group has ${group.length} values, groupBy has ${this.#c.group.columns.length} columns`);
+    const group = readGroup(r, o.group, this.#c.group);
     return {
       key: `w:${start}:${this.#c.group.textOf(group)}`,
       seq: r.integer(o.seq, "seq"),
