@@ -93,7 +93,8 @@ export interface BuildMetrics extends StreamCounters {
   /** The Kafka client adapter in use. */
   kafkaClient: string;
   consumers: number;
-  partitions: Array<{ topic: string; partition: number }>;
+  /** Owned input partitions; for a stateful stage's input, its live state size too. */
+  partitions: Array<{ topic: string; partition: number; stateKeys?: number; stateBytes?: number }>;
   recordsPerSecond: number;
 }
 

@@ -145,9 +145,14 @@ export class ConsumerLoop {
     return this.#plan.settings.exactlyOnce;
   }
 
-  /** Partitions this loop owns now. */
-  owned(): TopicPartition[] {
-    return this.#session?.consumer.owned() ?? [];
+  /** Partitions this loop owns now, with the live state size of stateful stages' input partitions. */
+  owned(): Array<TopicPartition & { stateKeys?: number; stateBytes?: number }> {
+    const session = this.#session;
+    if (!session) return [];
+    return session.consumer.owned().map((tp) => {
+      const size = session.tasks.active ? session.tasks.sizeOf(tp.partition) : undefined;
+      return size ? { ...tp, stateKeys: size.keys, stateBytes: size.bytes } : tp;
+    });
   }
 
   #to(next: LoopState): void {

@@ -194,6 +194,17 @@ export class OperatorTasks {
     return out;
   }
 
+  /** Live state of one partition number over the stateful stages (for the build record); undefined when none. */
+  sizeOf(partition: number): { keys: number; bytes: number } | undefined {
+    let size: { keys: number; bytes: number } | undefined;
+    for (const task of this.#tasks.values()) {
+      if (task.partition !== partition) continue;
+      const s = task.op.stateSize();
+      size = { keys: (size?.keys ?? 0) + s.keys, bytes: (size?.bytes ?? 0) + s.bytes };
+    }
+    return size;
+  }
+
   /** Forgets the tasks of partitions this loop no longer owns (their new owner restores them). */
   release(owned: TopicPartition[]): void {
     const partitions = new Set(owned.map((tp) => tp.partition));

@@ -77,6 +77,10 @@ describe("stateful operators through the real broker", () => {
     const out = collect(output);
     const expected = expectedWindows(200, 6);
     await waitFor(() => finalWindows(out.records.map(json)).length >= expected.length, 90_000, "every window");
+    // The last minute's windows are still open: their state is visible per partition.
+    const stateKeys = () => (lastRecord(run.records)?.metrics?.partitions ?? []).reduce((sum, p) => sum + (p.stateKeys ?? 0), 0);
+    await waitFor(() => stateKeys() > 0, 10_000, "live state in the build record");
+    expect(lastRecord(run.records)!.metrics!.partitions.length).toBe(4);
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
     expect(finalWindows((await out.stop()).map(json))).toEqual(sorted(expected));
