@@ -10,6 +10,7 @@ import type { PartitionStatus } from "../../src/metrics/index.ts";
 import { parseAdminAddress } from "../admin/address.ts";
 import { type AdminStatus, createAdminApp } from "../admin/app.ts";
 import { createMetricsText } from "../admin/metrics-text.ts";
+import type { MetricsSnapshot } from "../../src/metrics/index.ts";
 import { serveAdmin } from "../serve.ts";
 
 export interface AdminServerOptions {
@@ -24,16 +25,16 @@ export interface AdminServerOptions {
 export interface AdminServer {
   /** `http://host:port`, with the port actually listened on. */
   readonly url: string;
-  /** The latest build record: what /status, /readyz and /metrics answer from. */
-  update(record: BuildRecord): void;
+  /** The latest build record (and metric events): what /status, /readyz and /metrics answer from. */
+  update(record: BuildRecord, metrics?: MetricsSnapshot): void;
   close(): Promise<void>;
 }
 
 /** The partitions a record says this process owns, as /status lists them. */
 function partitionsOf(record: BuildRecord): PartitionStatus[] {
   const owned = record.metrics?.partitions ?? [];
-  // The loop reports ownership only; offset, lag and state size are left out until it reports them.
-  return owned.map((p) => ({ topic: p.topic, partition: p.partition, state: "running" as const }));
+  // The loop reports ownership and state size; offset and lag are not reported yet.
+  return owned.map((p) => ({ topic: p.topic, partition: p.partition, state: "running" as const, ...(p.stateBytes !== undefined ? { stateBytes: p.stateBytes } : {}) }));
 }
 
 /**
@@ -50,11 +51,12 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   const address = parseAdminAddress(options.env.STREAM_ADMIN_ADDR);
   if (!address) return undefined;
   let record = options.initial;
+  let metrics: MetricsSnapshot | undefined;
   const status = (): AdminStatus => ({ record, partitions: partitionsOf(record) });
   const bindAddress = `${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}`;
   const app = createAdminApp({
     status,
-    metricsText: createMetricsText({ sources: () => ({ record, partitions: partitionsOf(record) }) }),
+    metricsText: createMetricsText({ sources: () => ({ record, partitions: partitionsOf(record), ...(metrics ? { snapshot: metrics } : {}) }) }),
     stop: options.stop,
     token: options.env.STREAM_ADMIN_TOKEN,
     bindAddress,
@@ -76,8 +78,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   options.log("info", `admin listening on ${url}`, { url, dashboard: `${url}/`, stopNeedsToken: Boolean(options.env.STREAM_ADMIN_TOKEN?.trim()) });
   return {
     url,
-    update(next) {
+    update(next, snapshot) {
       record = next;
+      if (snapshot) metrics = snapshot;
     },
     close: () => served.close(),
   };

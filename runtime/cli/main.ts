@@ -138,7 +138,7 @@ async function run(source: Source, buildFlag: string | undefined, log: Logger): 
       log,
       signal: abort.signal,
       compute: computeConfig(),
-      onRecord: (record) => admin?.update(record),
+      onRecord: (record, metrics) => admin?.update(record, metrics),
     });
     admin?.update(final);
   } finally {

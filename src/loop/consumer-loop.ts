@@ -13,6 +13,7 @@ import type {
 } from "../kafka/port.ts";
 import type { ComputeStep } from "../compute/index.ts";
 import type { Row } from "../expr/index.ts";
+import { MetricsRecorder } from "../metrics/index.ts";
 import { Checkpointer, type CheckpointStep } from "../state/checkpointer.ts";
 import { closeComputeSteps, startComputeSteps } from "./compute-runtime.ts";
 import { OperatorTasks } from "./operator-tasks.ts";
@@ -87,6 +88,8 @@ export class ConsumerLoop {
   /** Started compute steps by stage index; they live as long as the loop, across sessions. */
   #compute = new Map<number, ComputeStep>();
   readonly counters: LoopCounters = emptyCounters();
+  /** Events for /metrics (latencies, rebalances, checkpoints); snapshots cross Worker boundaries. */
+  readonly metrics = new MetricsRecorder();
   /** Exactly-once: counters of the open transaction, added to `counters` when it commits. */
   #uncommitted: LoopCounters = emptyCounters();
   #state: LoopState = "CREATED";
@@ -205,6 +208,7 @@ export class ConsumerLoop {
           return this.#state;
         }
         this.counters.restarts++;
+        this.metrics.loopRestarted();
         const pause = Math.min(RESTART_BACKOFF_MS.first * 2 ** (restarts - 1), RESTART_BACKOFF_MS.max);
         this.#log("warn", `${recovery === "fenced" ? "fenced" : "recoverable failure"}: ${failure.message}; rejoining in ${pause} ms`, { code: failure.code });
         await sleep(pause);
@@ -278,6 +282,7 @@ export class ConsumerLoop {
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
             // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
             tasks.release(owned);
+            this.metrics.rebalanced();
             this.#log("info", "assignment changed", { owned: owned.map((tp) => `${tp.topic}:${tp.partition}`), assigned: assigned.length, revoked: revoked.length });
           },
         },
@@ -323,6 +328,7 @@ export class ConsumerLoop {
       if (session.tx?.inTransaction) {
         await session.tx.abort().catch(() => {});
         this.counters.transactionsAborted++;
+        this.metrics.transaction("abort");
       }
       throw error;
     } finally {
@@ -351,6 +357,9 @@ export class ConsumerLoop {
       out.push({ topic: route.outputTopic, key: record.key, value: JSON.stringify(row), headers: record.headers });
       emitted++;
     };
+    /** Time spent per stage in this batch, for the step-latency histogram. */
+    const stageMs = new Map<CompiledStage, number>();
+    const batchStarted = performance.now();
     for (const record of records) {
       consumed++;
       const routes = this.#routes.get(record.topic);
@@ -382,9 +391,9 @@ export class ConsumerLoop {
             isolate(record, route, error);
             continue;
           }
-          for (const late of result.late) {
+          if (result.late.length) {
+            this.metrics.lateRecordsDropped(route.stage.index, result.late.length);
             if (this.#plan.settings.lateRows === "deadLetter" && this.#deadLetter(record, route, "late", "the row arrived after its window closed", out)) deadLettered++;
-            void late;
           }
           for (const produced of result.rows) {
             let afterRow;
@@ -406,10 +415,16 @@ export class ConsumerLoop {
         }
       }
     }
+    // The inline part of every stage, measured as one: per-row timers would cost more than the steps.
+    const inlineMs = performance.now() - batchStarted;
+    const inlineStages = new Set([...this.#routes.values()].flat().map((r) => r.stage));
+    for (const stage of inlineStages) stageMs.set(stage, inlineMs / inlineStages.size);
     // Compute steps run on the batch's rows at once (the step splits them into its batch size):
     // a poison result is isolated like any poison row; zero outputs count as dropped.
     for (const [route, waiting] of toCompute ?? []) {
+      const computeStarted = performance.now();
       const results = await this.#compute.get(route.stage.index)!.processBatch(waiting.map((w) => w.row));
+      this.metrics.stepLatency(route.stage.index, route.stage.compute!.step, route.stage.compute!.op, performance.now() - computeStarted);
       results.forEach((result, i) => {
         const { record } = waiting[i]!;
         if ("poison" in result) {
@@ -434,6 +449,7 @@ export class ConsumerLoop {
     // Watermarks moved: windows, sessions and join buffers they close fire now.
     if (session.tasks.active) {
       for (const { stage, rows } of session.tasks.advance(session.consumer.owned())) {
+        this.metrics.timersFired(stage.index, rows.length);
         const route = [...this.#routes.values()].flat().find((r) => r.stage === stage)!;
         for (const fired of rows) {
           const row = route.stage.after(fired);
@@ -456,6 +472,7 @@ export class ConsumerLoop {
     c.deadLettered += deadLettered;
     c.poison += poison.length;
     for (const { reason } of poison) c.poisonByReason[reason] = (c.poisonByReason[reason] ?? 0) + 1;
+    if (stageMs.size) for (const [stage, ms] of stageMs) this.metrics.stepLatency(stage.index, stage.steps.length - 1, "stage", ms);
     for (const record of records) {
       const k = tpKey(record.topic, record.partition);
       const next = record.offset + 1n;
@@ -541,11 +558,17 @@ export class ConsumerLoop {
       { name: "offsets", run: () => tx.sendOffsets(session.consumer, offsets) },
       { name: "transaction", run: () => tx.commit() },
     ];
+    const started = performance.now();
     try {
       await this.#checkpointer.commit(steps);
+    } catch (error) {
+      this.metrics.checkpointFailed(asFvError(error).context.timeout ? "timeout" : "error");
+      throw error;
     } finally {
       this.#syncCheckpointCounters();
     }
+    this.metrics.checkpointCommitted(performance.now() - started);
+    this.metrics.transaction("commit");
     this.counters.transactionsCommitted++;
     addCounters(this.counters, this.#uncommitted);
     this.#uncommitted = emptyCounters();
@@ -567,17 +590,20 @@ export class ConsumerLoop {
       const offsets = this.#takeCommittable(session);
       const changelog = session.tasks.drainChangelog();
       if (offsets.length === 0 && changelog.length === 0) return;
+      const started = performance.now();
       try {
         await this.#checkpointer.commit([
           { name: "state", run: () => this.#send(session, changelog) },
           { name: "offsets", run: () => session.consumer.commit(offsets) },
         ]);
       } catch (error) {
+        this.metrics.checkpointFailed(asFvError(error).context.timeout ? "timeout" : "error");
         this.#commitFailed(offsets, error);
         return;
       } finally {
         this.#syncCheckpointCounters();
       }
+      this.metrics.checkpointCommitted(performance.now() - started);
       this.#markCommitted(offsets);
     };
     const run = immediate ? send() : this.#commitChain.then(send);

@@ -1,5 +1,6 @@
 import { loadKafkaClient } from "../kafka/clients.ts";
 import type { TopicPartition } from "../kafka/port.ts";
+import { emptySnapshot, type MetricsSnapshot } from "../metrics/index.ts";
 import { ConsumerLoop, type LoopState } from "./consumer-loop.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "./logger.ts";
@@ -10,6 +11,8 @@ import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
 export interface LoopHandle {
   counters(): LoopCounters;
   owned(): TopicPartition[];
+  /** Cumulative metric events of the loop (latencies, rebalances, checkpoints). */
+  metrics(): MetricsSnapshot;
   stop(): void;
   readonly done: Promise<{ state: LoopState; error?: string }>;
 }
@@ -19,7 +22,7 @@ export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHand
   const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
   const loop = new ConsumerLoop(plan, client, log);
   const done = loop.run().then((state) => ({ state, error: loop.error?.message }));
-  return { counters: () => loop.counters, owned: () => loop.owned(), stop: () => loop.stop(), done };
+  return { counters: () => loop.counters, owned: () => loop.owned(), metrics: () => loop.metrics.snapshot(), stop: () => loop.stop(), done };
 }
 
 /** Runs the loop in a Worker, so N consumers use N cores. */
@@ -27,16 +30,19 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   const worker = new Worker(new URL("./consumer-worker.ts", import.meta.url).href, { type: "module" });
   let counters = emptyCounters();
   let owned: TopicPartition[] = [];
+  let metrics = emptySnapshot();
   const done = new Promise<{ state: LoopState; error?: string }>((resolve) => {
     worker.onmessage = (event: MessageEvent<WorkerReport>) => {
       const report = event.data;
       if (report.type === "counters") {
         counters = report.counters;
         owned = report.owned;
+        metrics = report.metrics;
       } else if (report.type === "log") {
         log(report.level, report.message, { ...report.context, consumer: plan.consumerIndex });
       } else {
         if (report.counters) counters = report.counters;
+        if (report.metrics) metrics = report.metrics;
         owned = [];
         worker.terminate();
         resolve({ state: report.state, error: report.error });
@@ -52,6 +58,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   return {
     counters: () => counters,
     owned: () => owned,
+    metrics: () => metrics,
     stop: () => worker.postMessage({ type: "stop" } satisfies WorkerMessage),
     done,
   };

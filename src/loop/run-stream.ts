@@ -6,6 +6,7 @@ import { loadKafkaClient } from "../kafka/clients.ts";
 import type { TopicSpec } from "../kafka/port.ts";
 import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./compute-runtime.ts";
 import { addCounters, emptyCounters } from "./counters.ts";
+import { mergeSnapshots, type MetricsSnapshot } from "../metrics/index.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "./logger.ts";
 import { groupIdOf, type LoopPlan, stateTopicOf } from "./plan.ts";
@@ -22,8 +23,11 @@ export interface RunStreamOptions {
   inline?: boolean;
   /** Where compute steps come from (FV_TRANSFORMS_DIR and the runtime's compute host). */
   compute?: ComputeConfig;
-  /** Called with a fresh build record every second and at every status change (admin, dashboards). */
-  onRecord?: (record: BuildRecord) => void;
+  /**
+   * Called with a fresh build record every second and at every status change (admin, dashboards),
+   * with the metric events of every consumer merged.
+   */
+  onRecord?: (record: BuildRecord, metrics: MetricsSnapshot) => void;
 }
 
 /** The plan the stream runs: topology validated, datasets resolved, topics ready. */
@@ -100,7 +104,7 @@ export async function runStream(
   };
   const put = async (status: BuildStatus, error?: string) => {
     const record = snapshot(status, error);
-    options.onRecord?.(record);
+    options.onRecord?.(record, mergeSnapshots(...handles.map((h) => h.metrics())));
     try {
       await host.putRecord(buildId, record);
     } catch (e) {
@@ -156,7 +160,7 @@ export async function runStream(
     if (signal === BuildSignal.Stop) stopAll("the host said Stop");
   }, settings.heartbeatIntervalMs);
   const records = setInterval(() => void put("RUNNING"), settings.recordIntervalMs);
-  const live = options.onRecord ? setInterval(() => options.onRecord!(snapshot("RUNNING")), 1000) : undefined;
+  const live = options.onRecord ? setInterval(() => options.onRecord!(snapshot("RUNNING"), mergeSnapshots(...handles.map((h) => h.metrics()))), 1000) : undefined;
 
   const results = await Promise.all(handles.map((h) => h.done));
   clearInterval(heartbeat);

@@ -1,4 +1,5 @@
 import type { TopicPartition } from "../kafka/port.ts";
+import type { MetricsSnapshot } from "../metrics/index.ts";
 import type { LoopState } from "./consumer-loop.ts";
 import type { LoopCounters } from "./counters.ts";
 import type { LogLevel } from "./logger.ts";
@@ -9,6 +10,6 @@ export type WorkerMessage = { type: "start"; plan: LoopPlan } | { type: "stop" }
 
 /** Worker → main thread. */
 export type WorkerReport =
-  | { type: "counters"; counters: LoopCounters; owned: TopicPartition[] }
+  | { type: "counters"; counters: LoopCounters; owned: TopicPartition[]; metrics: MetricsSnapshot }
   | { type: "log"; level: LogLevel; message: string; context?: Record<string, unknown> }
-  | { type: "done"; state: LoopState; counters?: LoopCounters; error?: string };
+  | { type: "done"; state: LoopState; counters?: LoopCounters; metrics?: MetricsSnapshot; error?: string };
