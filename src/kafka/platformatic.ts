@@ -12,6 +12,7 @@ import {
   Consumer as PltConsumer,
   type Message,
   type MessagesStream,
+  type GroupPartitionsAssigner,
   Producer as PltProducer,
 } from "@platformatic/kafka";
 import { FvError } from "../errors.ts";
@@ -45,6 +46,52 @@ const TRANSACTION_TIMEOUT_MS = 15_000;
 const FETCH_MAX_WAIT_MS = 500;
 
 const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+
+/**
+ * Partition number p of every subscribed topic goes to the same member (members sorted by id,
+ * p modulo their count). Stateful stages keep one task per partition number, and a join needs
+ * partition p of both inputs in one place; the library's round-robin deals partitions of all
+ * topics out in one sequence and splits them.
+ */
+const coPartitionedAssigner: GroupPartitionsAssigner = (_current, members, topics, metadata) => {
+  const ids = [...members.keys()].sort();
+  const out = ids.map((memberId) => ({ memberId, assignments: new Map<string, { topic: string; partitions: number[] }>() }));
+  for (const topic of topics) {
+    const count = metadata.topics.get(topic)?.partitionsCount ?? 0;
+    for (let p = 0; p < count; p++) {
+      const member = out[p % out.length]!;
+      const entry = member.assignments.get(topic) ?? { topic, partitions: [] };
+      entry.partitions.push(p);
+      member.assignments.set(topic, entry);
+    }
+  }
+  return out;
+};
+
+/**
+ * Produce requests stay under the broker's message.max.bytes (1 MiB by default): a send is
+ * split into chunks of at most this many bytes of keys and values.
+ */
+const MAX_SEND_BYTES = 512 * 1024;
+
+function chunkBySize<T extends { key?: Buffer; value?: Buffer }>(messages: T[]): T[][] {
+  const chunks: T[][] = [];
+  let current: T[] = [];
+  let bytes = 0;
+  for (const m of messages) {
+    const size = (m.key?.length ?? 0) + (m.value?.length ?? 0) + 64;
+    if (current.length && bytes + size > MAX_SEND_BYTES) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(m);
+    bytes += size;
+  }
+  if (current.length) chunks.push(current);
+  return chunks;
+}
 
 function toBuffer(data: Uint8Array | string | null | undefined): Buffer | undefined {
   if (data === null || data === undefined) return undefined;
@@ -134,6 +181,7 @@ class PlatformaticConsumer implements GroupConsumer {
       bootstrapBrokers: brokers,
       autocommit: false,
       maxWaitTime: FETCH_MAX_WAIT_MS,
+      partitionAssigner: coPartitionedAssigner,
       ...GROUP_TIMINGS,
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
@@ -311,7 +359,7 @@ class PlatformaticProducer implements Producer {
   async send(records: OutboundRecord[]): Promise<void> {
     if (records.length === 0) return;
     try {
-      await this.#producer.send({ messages: records.map(toMessage) });
+      for (const messages of chunkBySize(records.map(toMessage))) await this.#producer.send({ messages });
     } catch (error) {
       throw classify(error, "producing");
     }
@@ -379,7 +427,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     const tx = await this.#begin();
     this.#dirty = true;
     try {
-      await tx.send({ messages: records.map(toMessage) });
+      for (const messages of chunkBySize(records.map(toMessage))) await tx.send({ messages });
     } catch (error) {
       throw classify(error, "producing in a transaction");
     }

@@ -452,10 +452,31 @@ export class ConsumerLoop {
         this.metrics.timersFired(stage.index, rows.length);
         const route = [...this.#routes.values()].flat().find((r) => r.stage === stage)!;
         for (const fired of rows) {
-          const row = route.stage.after(fired);
+          let row;
+          try {
+            row = route.stage.after(fired);
+          } catch (error) {
+            // A fired row that the steps after the operator cannot take is poison like any row;
+            // it has no source record, so its dead letter carries the fired row itself.
+            if (recoveryOf(error) !== "poison") throw error;
+            const reason = poisonReason(error);
+            poison.push({ reason });
+            if (route.deadLetterTopic) {
+              out.push({
+                topic: route.deadLetterTopic,
+                key: null,
+                value: JSON.stringify(fired),
+                headers: [["fv.error.reason", reason], ["fv.error.message", (error as Error).message.slice(0, 1000)], ["fv.error.stage", route.stageLabel]],
+              });
+              deadLettered++;
+            }
+            continue;
+          }
           if (row !== null) {
             out.push({ topic: route.outputTopic, key: null, value: JSON.stringify(row) });
             emitted++;
+          } else {
+            dropped++;
           }
         }
       }

@@ -45,6 +45,8 @@ export class OperatorTasks {
   readonly #options: OperatorTaskOptions;
   readonly #admin: Admin;
   readonly #tasks = new Map<string, Task>();
+  /** Partition numbers owned since the last assignment; undefined before the first one. */
+  #ownedPartitions: Set<number> | undefined;
   /** Max event time and when it was last seen, per (stage, topic, partition). */
   readonly #eventTimes = new Map<string, { max: number; seenAt: number }>();
   /** When each input partition was first seen owned, so an empty one stops holding back in time. */
@@ -94,7 +96,8 @@ export class OperatorTasks {
     const op = stage.operator!.compiled.create();
     op.restore(entries);
     const task: Task = { stage, partition, op, covered, offsetsDirty: false };
-    this.#tasks.set(id, task);
+    // The partition may have moved away while its state was read: use the task, never keep it.
+    if (!this.#ownedPartitions || this.#ownedPartitions.has(partition)) this.#tasks.set(id, task);
     this.counters.restoredRecords += records.length;
     this.counters.restoreMs += Date.now() - started;
     return task;
@@ -119,13 +122,6 @@ export class OperatorTasks {
     if (!seen || seen.max < time) this.#eventTimes.set(k, { max: time, seenAt: Date.now() });
     else seen.seenAt = Date.now();
     this.counters.late += out.late.length;
-    const size = task.op.stateSize();
-    if (size.keys > this.#options.maxStateKeys) {
-      throw new FvError(
-        "KAFKA_FATAL",
-        `stage ${task.stage.index + 1} (${compiled.op}) holds ${size.keys} state keys for partition ${task.partition}, over STREAM_STATE_MAX_KEYS=${this.#options.maxStateKeys}: shorten windows or lateness, add groupBy selectivity, or raise the cap`,
-      );
-    }
     return { rows: out.rows, late: out.late, skipped: false };
   }
 
@@ -185,7 +181,14 @@ export class OperatorTasks {
         out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + OFFSETS_KEY, value: JSON.stringify(offsets) });
         task.offsetsDirty = false;
       }
+      // The cap is checked once per checkpoint: stateSize() walks the live keys.
       const size = task.op.stateSize();
+      if (size.keys > this.#options.maxStateKeys) {
+        throw new FvError(
+          "KAFKA_FATAL",
+          `stage ${task.stage.index + 1} (${task.stage.operator!.op}) holds ${size.keys} state keys for partition ${task.partition}, over STREAM_STATE_MAX_KEYS=${this.#options.maxStateKeys}: shorten windows or lateness, make groupBy coarser, or raise the cap`,
+        );
+      }
       keys += size.keys;
       bytes += size.bytes;
     }
@@ -208,6 +211,7 @@ export class OperatorTasks {
   /** Forgets the tasks of partitions this loop no longer owns (their new owner restores them). */
   release(owned: TopicPartition[]): void {
     const partitions = new Set(owned.map((tp) => tp.partition));
+    this.#ownedPartitions = partitions;
     for (const [id, task] of this.#tasks) if (!partitions.has(task.partition)) this.#tasks.delete(id);
     for (const key of this.#eventTimes.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#eventTimes.delete(key);
   }
