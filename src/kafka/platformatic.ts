@@ -70,23 +70,42 @@ const coPartitionedAssigner: GroupPartitionsAssigner = (_current, members, topic
 };
 
 /**
- * Produce requests stay under the broker's message.max.bytes (1 MiB by default): a send is
- * split into chunks of at most this many bytes of keys and values.
+ * Produce requests stay under the broker's message.max.bytes (1 MiB by default): a send is split
+ * into chunks of at most this many bytes of keys and values. Records sent to an explicit
+ * partition (state changelogs) are never split from their (topic, partition) group, so one
+ * partition's changelog stays one atomic batch; the state topic allows large batches.
  */
 const MAX_SEND_BYTES = 512 * 1024;
 
-function chunkBySize<T extends { key?: Buffer; value?: Buffer }>(messages: T[]): T[][] {
+function chunkBySize<T extends { topic: string; partition?: number; key?: Buffer; value?: Buffer }>(messages: T[]): T[][] {
+  // Keep explicit-partition groups together, in their order.
+  const groups: T[][] = [];
+  const byPartition = new Map<string, T[]>();
+  for (const m of messages) {
+    if (m.partition === undefined) {
+      groups.push([m]);
+      continue;
+    }
+    const k = `${m.topic}\u0000${m.partition}`;
+    let group = byPartition.get(k);
+    if (!group) {
+      group = [];
+      byPartition.set(k, group);
+      groups.push(group);
+    }
+    group.push(m);
+  }
   const chunks: T[][] = [];
   let current: T[] = [];
   let bytes = 0;
-  for (const m of messages) {
-    const size = (m.key?.length ?? 0) + (m.value?.length ?? 0) + 64;
+  for (const group of groups) {
+    const size = group.reduce((sum, m) => sum + (m.key?.length ?? 0) + (m.value?.length ?? 0) + 64, 0);
     if (current.length && bytes + size > MAX_SEND_BYTES) {
       chunks.push(current);
       current = [];
       bytes = 0;
     }
-    current.push(m);
+    current.push(...group);
     bytes += size;
   }
   if (current.length) chunks.push(current);

@@ -177,6 +177,12 @@ export async function runStream(
   return current;
 }
 
+/**
+ * One partition's changelog of one checkpoint is written as one batch (atomic at-least-once
+ * state); the state topic accepts batches up to this size.
+ */
+const STATE_BATCH_MAX_BYTES = 64 * 1024 * 1024;
+
 /** Checks inputs exist, then creates missing outputs and dead-letter topics with the input's partition count. */
 async function prepareTopics(plan: StreamPlan, settings: Settings, kafkaClient: string, pipeline: string): Promise<void> {
   const client = (await loadKafkaClient(kafkaClient))(settings.brokers.split(","));
@@ -220,7 +226,7 @@ async function prepareTopics(plan: StreamPlan, settings: Settings, kafkaClient: 
       }
       statePartitions = Math.max(statePartitions, ...counts);
     }
-    if (statePartitions > 0) specs.push({ topic: stateTopicOf(pipeline), partitions: statePartitions, configs: { "cleanup.policy": "compact" } });
+    if (statePartitions > 0) specs.push({ topic: stateTopicOf(pipeline), partitions: statePartitions, configs: { "cleanup.policy": "compact", "max.message.bytes": String(STATE_BATCH_MAX_BYTES) } });
     // Stages are in order, so an intermediate topic is created before a later stage reads it.
     await admin.createTopics(specs);
   } finally {
