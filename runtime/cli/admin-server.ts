@@ -34,7 +34,12 @@ export interface AdminServer {
 function partitionsOf(record: BuildRecord): PartitionStatus[] {
   const owned = record.metrics?.partitions ?? [];
   // The loop reports ownership and state size; offset and lag are not reported yet.
-  return owned.map((p) => ({ topic: p.topic, partition: p.partition, state: "running" as const, ...(p.stateBytes !== undefined ? { stateBytes: p.stateBytes } : {}) }));
+  return owned.map((p) => ({
+    topic: p.topic,
+    partition: p.partition,
+    state: p.restoring ? ("restoring" as const) : ("running" as const),
+    ...(p.stateBytes !== undefined ? { stateBytes: p.stateBytes } : {}),
+  }));
 }
 
 /**

@@ -149,12 +149,17 @@ export class ConsumerLoop {
   }
 
   /** Partitions this loop owns now, with the live state size of stateful stages' input partitions. */
-  owned(): Array<TopicPartition & { stateKeys?: number; stateBytes?: number }> {
+  owned(): Array<TopicPartition & { stateKeys?: number; stateBytes?: number; restoring?: boolean }> {
     const session = this.#session;
     if (!session) return [];
+    const restoring = session.tasks.active ? session.tasks.restoringPartitions() : undefined;
     return session.consumer.owned().map((tp) => {
       const size = session.tasks.active ? session.tasks.sizeOf(tp.partition) : undefined;
-      return size ? { ...tp, stateKeys: size.keys, stateBytes: size.bytes } : tp;
+      return {
+        ...tp,
+        ...(size ? { stateKeys: size.keys, stateBytes: size.bytes } : {}),
+        ...(restoring?.has(tp.partition) ? { restoring: true } : {}),
+      };
     });
   }
 
@@ -282,6 +287,8 @@ export class ConsumerLoop {
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
             // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
             tasks.release(owned);
+            // Restore the state of new partitions now: the process is not ready until it is back.
+            tasks.prefetch(assigned);
             this.metrics.rebalanced();
             this.#log("info", "assignment changed", { owned: owned.map((tp) => `${tp.topic}:${tp.partition}`), assigned: assigned.length, revoked: revoked.length });
           },

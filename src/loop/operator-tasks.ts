@@ -65,11 +65,36 @@ export class OperatorTasks {
     return this.#stages.length > 0;
   }
 
+  /** Restores in flight, by task id: a second caller waits for the same one. */
+  readonly #loading = new Map<string, Promise<Task>>();
+
+  /** Partitions whose state is being restored now (the process is not ready meanwhile). */
+  restoringPartitions(): Set<number> {
+    return new Set([...this.#loading.keys()].map((id) => Number(id.split(":")[1])));
+  }
+
+  /** Starts restoring the tasks of newly assigned partitions at once, before their first row. */
+  prefetch(assigned: TopicPartition[]): void {
+    for (const stage of this.#stages) {
+      const topics = this.#stageTopics(stage);
+      for (const tp of assigned) if (topics.has(tp.topic)) void this.task(stage, tp.partition).catch(() => {});
+    }
+  }
+
   /** The task of (stage, partition), restored from the state topic on first use. */
-  async task(stage: CompiledStage, partition: number): Promise<Task> {
+  task(stage: CompiledStage, partition: number): Promise<Task> {
     const id = `${stage.index}:${partition}`;
     const existing = this.#tasks.get(id);
-    if (existing) return existing;
+    if (existing) return Promise.resolve(existing);
+    let loading = this.#loading.get(id);
+    if (!loading) {
+      loading = this.#load(stage, partition, id).finally(() => this.#loading.delete(id));
+      this.#loading.set(id, loading);
+    }
+    return loading;
+  }
+
+  async #load(stage: CompiledStage, partition: number, id: string): Promise<Task> {
     const started = Date.now();
     const records = await this.#admin.readPartition(this.#options.stateTopic, partition);
     const prefix = `${stage.index}/`;
