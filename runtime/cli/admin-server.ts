@@ -33,11 +33,13 @@ export interface AdminServer {
 /** The partitions a record says this process owns, as /status lists them. */
 function partitionsOf(record: BuildRecord): PartitionStatus[] {
   const owned = record.metrics?.partitions ?? [];
-  // The loop reports ownership and state size; offset and lag are not reported yet.
+  // The loop reports ownership, the next offset to process, lag (refreshed every 2 s) and state size.
   return owned.map((p) => ({
     topic: p.topic,
     partition: p.partition,
     state: p.restoring ? ("restoring" as const) : ("running" as const),
+    ...(p.offset !== undefined ? { offset: p.offset } : {}),
+    ...(p.lag !== undefined ? { lag: p.lag } : {}),
     ...(p.stateBytes !== undefined ? { stateBytes: p.stateBytes } : {}),
   }));
 }

@@ -94,7 +94,7 @@ export interface BuildMetrics extends StreamCounters {
   kafkaClient: string;
   consumers: number;
   /** Owned input partitions; for a stateful stage's input, its live state size too. */
-  partitions: Array<{ topic: string; partition: number; stateKeys?: number; stateBytes?: number; restoring?: boolean }>;
+  partitions: Array<{ topic: string; partition: number; offset?: number; lag?: number; stateKeys?: number; stateBytes?: number; restoring?: boolean }>;
   recordsPerSecond: number;
 }
 

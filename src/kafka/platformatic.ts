@@ -356,6 +356,15 @@ class PlatformaticConsumer implements GroupConsumer {
     return [...this.#owned.values()];
   }
 
+  async endOffsets(): Promise<CommitOffset[]> {
+    try {
+      const ends = await this.#consumer.listOffsets({ topics: this.#options.topics, isolationLevel: READ_COMMITTED });
+      return [...ends].flatMap(([topic, offsets]) => offsets.map((offset, partition) => ({ topic, partition, offset })));
+    } catch (error) {
+      throw classify(error, "listing end offsets");
+    }
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

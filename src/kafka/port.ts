@@ -70,6 +70,8 @@ export interface GroupConsumer {
   commit(offsets: CommitOffset[]): Promise<void>;
   /** The partitions owned now. */
   owned(): TopicPartition[];
+  /** End offset (next offset to be written, read_committed) of each subscribed topic's partitions. */
+  endOffsets(): Promise<CommitOffset[]>;
   /** Leaves the group. Idempotent. */
   close(): Promise<void>;
 }

@@ -52,6 +52,8 @@ const SEND_RETRY_PAUSE_MS = 500;
  * loop gives up: with the backoff below (0.2 s doubling to 5 s) that is about two minutes.
  */
 const MAX_CONSECUTIVE_RESTARTS = 30;
+/** How often end offsets are read for the lag shown on /status: cheap, and fresh enough to watch. */
+const END_OFFSETS_INTERVAL_MS = 2000;
 const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
 
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
@@ -98,6 +100,10 @@ export class ConsumerLoop {
   readonly #pending = new Map<string, CommitOffset>();
   /** Last committed offset per owned partition: a commit never moves an offset back. */
   readonly #committed = new Map<string, bigint>();
+  /** Next offset to process, and the partition's end (refreshed every few seconds), for lag. */
+  readonly #positions = new Map<string, bigint>();
+  readonly #ends = new Map<string, bigint>();
+  #endsAt = 0;
   #commitChain: Promise<void> = Promise.resolve();
   #stopRequested = false;
   /** Exactly-once: a rebalance started, so end the transaction at the next batch boundary. */
@@ -149,14 +155,19 @@ export class ConsumerLoop {
   }
 
   /** Partitions this loop owns now, with the live state size of stateful stages' input partitions. */
-  owned(): Array<TopicPartition & { stateKeys?: number; stateBytes?: number; restoring?: boolean }> {
+  owned(): Array<TopicPartition & { offset?: number; lag?: number; stateKeys?: number; stateBytes?: number; restoring?: boolean }> {
     const session = this.#session;
     if (!session) return [];
     const restoring = session.tasks.active ? session.tasks.restoringPartitions() : undefined;
     return session.consumer.owned().map((tp) => {
       const size = session.tasks.active ? session.tasks.sizeOf(tp.partition) : undefined;
+      const k = tpKey(tp.topic, tp.partition);
+      const position = this.#positions.get(k) ?? this.#committed.get(k);
+      const end = this.#ends.get(k);
       return {
         ...tp,
+        ...(position !== undefined ? { offset: Number(position) } : {}),
+        ...(end !== undefined ? { lag: Math.max(0, Number(end - (position ?? 0n))) } : {}),
         ...(size ? { stateKeys: size.keys, stateBytes: size.bytes } : {}),
         ...(restoring?.has(tp.partition) ? { restoring: true } : {}),
       };
@@ -233,6 +244,7 @@ export class ConsumerLoop {
     const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
     this.#pending.clear();
     this.#committed.clear();
+    this.#positions.clear();
     this.#checkpointNow = false;
     this.#backgroundError = undefined;
     this.#txPartitions.clear();
@@ -283,6 +295,7 @@ export class ConsumerLoop {
               if (this.#txPartitions.has(k)) this.#revokedMidTransaction = true;
               this.#pending.delete(k);
               this.#committed.delete(k);
+              this.#positions.delete(k);
             }
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
             // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
@@ -323,6 +336,13 @@ export class ConsumerLoop {
           else void this.#commitAtLeastOnce().catch((error) => (this.#backgroundError ??= asFvError(error)));
         }
         if (this.#backgroundError) throw this.#backgroundError;
+        if (now - this.#endsAt >= END_OFFSETS_INTERVAL_MS) {
+          // For /status and the dashboard: lag = end offset − next offset to process.
+          this.#endsAt = now;
+          void session.consumer.endOffsets().then((ends) => {
+            for (const e of ends) this.#ends.set(tpKey(e.topic, e.partition), e.offset);
+          }, () => {});
+        }
         if (this.#revokedMidTransaction) {
           throw new FvError("KAFKA_FENCED", "partitions were revoked while their records were in the open transaction: aborting it and rejoining");
         }
@@ -506,6 +526,7 @@ export class ConsumerLoop {
       const next = record.offset + 1n;
       const pending = this.#pending.get(k);
       if (!pending || pending.offset < next) this.#pending.set(k, { topic: record.topic, partition: record.partition, offset: next });
+      if ((this.#positions.get(k) ?? -1n) < next) this.#positions.set(k, next);
     }
   }
 

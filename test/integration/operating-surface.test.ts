@@ -400,6 +400,8 @@ describe("the admin server of a run", () => {
     expect(value("fv_build_start_time_seconds")).toBe(Date.parse(record.startedAt!) / 1000);
     expect(families.get("fv_records_consumed_total")?.type).toBe("counter");
     expect(value("process_resident_memory_bytes")).toBeGreaterThan(0);
+    // Per partition, the next offset to process: on a fresh input they add up to what was consumed.
+    expect(m.partitions.reduce((sum, p) => sum + (p.offset ?? 0), 0)).toBe(m.consumed);
     // Events the loop records, not the build record: the join, and the stage's batch latencies.
     expect(value("fv_rebalances_total")).toBeGreaterThanOrEqual(1);
     expect(value("fv_step_latency_seconds_count", { stage: "0", step: "0", op: "stage" })).toBeGreaterThanOrEqual(1);
