@@ -78,14 +78,20 @@ export interface BuildRecord {
 
 export interface BuildMetrics extends StreamCounters {
   poisonByReason: Record<string, number>;
+  /** Transactions committed and aborted (exactly-once). */
   transactionsCommitted: number;
   transactionsAborted: number;
+  /** Failed checkpoints, and those of them that ran past the deadline. */
   checkpointFailures: number;
   checkpointTimeouts: number;
+  /** Times a loop rejoined after a recoverable failure (fenced, broker gone, aborted transaction). */
   restarts: number;
+  /** Rows refused by a stateful operator because their window had closed. */
   late: number;
+  /** State restore: changelog records read and the time it took. */
   restoredRecords: number;
   restoreMs: number;
+  /** Live state now (not a running total): keys and approximate bytes over all stateful tasks. */
   stateKeys: number;
   stateBytes: number;
   /** "at-least-once" or "exactly-once". */

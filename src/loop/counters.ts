@@ -1,25 +1,10 @@
-import type { StreamCounters } from "../control/types.ts";
+import type { BuildMetrics } from "../control/types.ts";
 
-/** Counters of one consumer loop, plus poison by reason. Plain data, so it crosses Worker boundaries. */
-export interface LoopCounters extends StreamCounters {
-  poisonByReason: Record<string, number>;
-  /** Transactions committed and aborted (exactly-once). */
-  transactionsCommitted: number;
-  transactionsAborted: number;
-  /** Failed checkpoints, and those of them that ran past the deadline. */
-  checkpointFailures: number;
-  checkpointTimeouts: number;
-  /** Times the loop rejoined after a recoverable failure (fenced, broker gone, aborted transaction). */
-  restarts: number;
-  /** Rows refused by a stateful operator because their window had closed. */
-  late: number;
-  /** State restore: changelog records read and the time it took. */
-  restoredRecords: number;
-  restoreMs: number;
-  /** Live state now (not a running total): keys and approximate bytes over all stateful tasks. */
-  stateKeys: number;
-  stateBytes: number;
-}
+/**
+ * Counters of one consumer loop: the build record's metrics less what only the stream knows.
+ * Plain data, so it crosses Worker boundaries; the loops' counters add up to the build's.
+ */
+export type LoopCounters = Omit<BuildMetrics, "consumers" | "partitions" | "recordsPerSecond" | "guarantee" | "kafkaClient">;
 
 export function emptyCounters(): LoopCounters {
   return {
