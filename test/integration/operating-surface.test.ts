@@ -335,7 +335,7 @@ describe("the admin server of a run", () => {
 
       release();
       await waitFor(async () => (await fetch(`${adminA}/readyz`)).status === 200, 20_000, "a to be ready");
-      expect((await adminStatus(adminA)).partitions).toEqual([{ topic: t.input, partition: 0, state: "running" }]);
+      expect((await adminStatus(adminA)).partitions).toMatchObject([{ topic: t.input, partition: 0, state: "running" }]);
 
       // One partition, two processes: the second runs but owns nothing, so it is not ready.
       const b = controlPlaneRun(platform, t.name, `${t.name}-b`, { STREAM_SESSION_TIMEOUT_MS: "6000" });
