@@ -99,11 +99,16 @@ export function collect(topic: string, options: { restartAfterMs?: number } = {}
   let consumer: ReturnType<typeof client.consumer> | undefined;
   const done = (async () => {
     while (running) {
-      consumer = client.consumer({ groupId: uniqueName("fv-test-collector"), clientId: "fv-test-collector", topics: [topic], offsetReset: "earliest" });
-      await consumer.start();
+      const current = client.consumer({ groupId: uniqueName("fv-test-collector"), clientId: "fv-test-collector", topics: [topic], offsetReset: "earliest" });
+      consumer = current;
+      // A join that does not finish in time is abandoned like a stalled reader.
+      if (!(await settlesWithin(current.start(), restartAfterMs))) {
+        void current.close().catch(() => {});
+        continue;
+      }
       let lastNew = Date.now();
       while (running && Date.now() - lastNew < restartAfterMs) {
-        for (const r of await consumer.poll(5000, 200)) {
+        for (const r of await current.poll(5000, 200)) {
           const k = `${r.partition}@${r.offset}`;
           if (seen.has(k)) continue;
           seen.add(k);
@@ -111,16 +116,26 @@ export function collect(topic: string, options: { restartAfterMs?: number } = {}
           lastNew = Date.now();
         }
       }
-      await consumer.close();
+      await settlesWithin(current.close(), 5000);
     }
   })();
   return {
     records,
     async stop(): Promise<InboundRecord[]> {
       running = false;
-      await done.catch(() => {});
-      await consumer?.close().catch(() => {});
+      await settlesWithin(done, 15_000);
+      if (consumer) await settlesWithin(consumer.close(), 5000);
       return records;
     },
   };
+}
+
+/** True when the promise settles (either way) within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const settled = promise.then(() => true as const, () => true as const);
+  const result = await Promise.race([settled, timeout]);
+  clearTimeout(timer);
+  return result;
 }
