@@ -167,7 +167,8 @@ export class ConsumerLoop {
       return {
         ...tp,
         ...(position !== undefined ? { offset: Number(position) } : {}),
-        ...(end !== undefined ? { lag: Math.max(0, Number(end - (position ?? 0n))) } : {}),
+        // Lag only where the position is known (a partition with nothing new since the last commit has none yet).
+        ...(end !== undefined && position !== undefined ? { lag: Math.max(0, Number(end - position)) } : {}),
         ...(size ? { stateKeys: size.keys, stateBytes: size.bytes } : {}),
         ...(restoring?.has(tp.partition) ? { restoring: true } : {}),
       };
