@@ -61,6 +61,8 @@ async function runUntil(file: string, output: string, expected: number[], option
     const logs = run.lines.filter((l) => !l.startsWith("{")).join("\n");
     throw new Error(`${(error as Error).message} (${missing()} missing)\nlast record: ${JSON.stringify(lastRecord(run.records))}\n${logs}`);
   }
+  // A build record means the CLI has its signal handlers: SIGTERM is then the ordered stop.
+  await waitFor(() => run.records.length > 0 || run.child.exitCode !== null, 30_000, "the first build record");
   run.child.kill("SIGTERM");
   const code = await run.exited;
   return { code, run, out: await collector.stop() };
