@@ -1,0 +1,384 @@
+/**
+ * `npm run bench:peers`: fv-streams side by side with Kafka Streams and the raw Kafka ceiling, on
+ * the same broker, the same input and the same topologies, in one run. Method and the latest
+ * table: docs/benchmarks.md.
+ *
+ *   bun bench/peers/run.ts            (npm run bench:peers builds the Java side first)
+ *
+ * Env: BENCH_ROWS (input rows, default 1000000), BENCH_REPEATS (3), BENCH_WORKLOADS
+ * (stateless,stateful,compute), BENCH_ENGINES (all), BENCH_RUN_TIMEOUT_S (per run),
+ * BENCH_LATENCY_RATE (rows/s, 0 = skip the latency runs), BENCH_LATENCY_SECONDS,
+ * BENCH_COMMIT_MS (checkpoint / commit interval of every engine, 1000), STREAM_BROKERS.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { renderChart } from "./chart.ts";
+
+const ROOT = resolve(import.meta.dirname, "../..");
+const BROKERS = process.env.STREAM_BROKERS ?? "127.0.0.1:9092";
+const ROWS = Number(process.env.BENCH_ROWS ?? 1_000_000);
+const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+const COMMIT_MS = process.env.BENCH_COMMIT_MS ?? "1000";
+const PARTITIONS = 4;
+const CLOSERS = PARTITIONS; // one closing row per partition (Rows.java)
+/** Every run ends: a run that has not seen its whole output by then is reported as a timeout. */
+const RUN_TIMEOUT_MS = 1000 * Number(process.env.BENCH_RUN_TIMEOUT_S ?? Math.round(40 + ROWS / 8000));
+/** After the expected count, the counter reads this much longer: more output than expected is a wrong answer. */
+const SETTLE_MS = 2000;
+const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 5000);
+const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 15);
+const LATENCY_WARMUP_MS = 3000;
+const WORKLOADS = (process.env.BENCH_WORKLOADS ?? "stateless,stateful,compute").split(",") as Workload[];
+const STAMP = new Date().toISOString().replace(/[-:]/g, "").replace(/\..*/, "").toLowerCase();
+const PREFIX = `bp-${STAMP}`;
+const WORK = mkdtempSync(join(tmpdir(), "fv-bench-peers-"));
+
+type Workload = "stateless" | "stateful" | "compute";
+type Guarantee = "alos" | "eos";
+
+// --- the Java side -------------------------------------------------------------------------
+
+const KS_DIR = join(ROOT, "bench/peers/kafka-streams");
+const CLASSPATH = `${KS_DIR}/target/fv-bench-peers-0.jar:${KS_DIR}/target/lib/*`;
+/** Heap of the Kafka Streams peer (the broker's own is set by scripts/kafka.sh). */
+const KS_HEAP = ["-Xms256m", "-Xmx1g"];
+const java = (heap: string[], cls: string, args: string[]) => ["java", ...heap, `-Dlog4j2.configurationFile=${KS_DIR}/log4j2.properties`, "-cp", CLASSPATH, cls, ...args];
+const tool = (args: string[]) => java(["-Xmx512m"], "dev.fvstreams.bench.Main", args);
+
+// --- engines: one entry each; a new runtime (e.g. Node with librdkafka) is one more entry ---------
+
+interface Engine {
+  id: string;
+  /** Row label in the table. */
+  label: string;
+  guarantee?: Guarantee;
+  workloads: Workload[] | "passthrough";
+  command(spec: RunSpec): { argv: string[]; env?: Record<string, string> };
+}
+
+interface RunSpec {
+  workload: Workload | "passthrough";
+  input: string;
+  output: string;
+  name: string;
+}
+
+const bin = (name: string) => join(ROOT, "node_modules/.bin", name);
+
+/** fv-streams on one runtime. `argv` starts the CLI; the pipeline file is appended. */
+const fvRuntimes: Array<{ runtime: string; argv: string[] }> = [
+  { runtime: "Bun", argv: [bin("bun"), "runtime/cli/main.ts", "run"] },
+  { runtime: "Deno", argv: [bin("deno"), "run", "-A", "runtime/cli/main.ts", "run"] },
+  // { runtime: "Node", argv: ["node", ...] }  ← the Node + librdkafka adapter (issue #8) joins here
+];
+
+const ENGINES: Engine[] = [
+  {
+    id: "passthrough",
+    label: "fv client pass-through (Bun)",
+    workloads: "passthrough",
+    command: (s) => ({ argv: [bin("bun"), "bench/peers/passthrough.ts", s.input, s.output, s.name] }),
+  },
+  ...(["alos", "eos"] as const).map((g): Engine => ({
+    id: `kstreams-${g}`,
+    label: "Kafka Streams",
+    guarantee: g,
+    workloads: ["stateless", "stateful", "compute"],
+    command: (s) => ({ argv: java(KS_HEAP, "dev.fvstreams.bench.Main", ["streams", s.workload, g, s.input, s.output, `${s.name}-app`]), env: { BENCH_COMMIT_MS: COMMIT_MS } }),
+  })),
+  ...fvRuntimes.flatMap(({ runtime, argv }) =>
+    (["alos", "eos"] as const).map((g): Engine => ({
+      id: `fv-${runtime.toLowerCase()}-${g}`,
+      label: `fv-streams ${runtime}`,
+      guarantee: g,
+      workloads: ["stateless", "stateful", "compute"],
+      command: (s) => ({
+        argv: [...argv, pipelineFile(s)],
+        env: {
+          STREAM_EXACTLY_ONCE: g === "eos" ? "true" : "false",
+          STREAM_CHECKPOINT_INTERVAL_MS: COMMIT_MS,
+          STREAM_CONSUMERS: "1",
+          STREAM_ADMIN_ADDR: "off",
+          STREAM_LOG_FORMAT: "json",
+          STREAM_LOG_LEVEL: "warn",
+          FV_TRANSFORMS_DIR: join(ROOT, "functions"),
+        },
+      }),
+    }))
+  ),
+];
+const selected = process.env.BENCH_ENGINES ? process.env.BENCH_ENGINES.split(",") : undefined;
+const engines = ENGINES.filter((e) => !selected || selected.includes(e.id));
+
+/** The fv-streams pipeline of a workload: the same topology as StreamsPeer.java. */
+const STEPS: Record<Workload, string> = {
+  stateless: `[[transforms.steps]]\nop = "filter"\nexpression = "price >= 50"\n\n[[transforms.steps]]\nop = "applyExpression"\ncolumn = "notional"\nexpression = "price * qty"\n`,
+  stateful: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\n`,
+  compute: `[[transforms.steps]]\nop = "wasm"\nref = "enrich-order"\n`,
+};
+
+function pipelineFile(s: RunSpec): string {
+  const file = join(WORK, `${s.name}.toml`);
+  const toml = `name = "${s.name}"\n[brokers]\ndefault = "${BROKERS}"\n[datasets.in]\ntopic = "${s.input}"\n[datasets.out]\ntopic = "${s.output}"\n\n[[transforms]]\ninputs = ["in"]\noutput = "out"\n\n${STEPS[s.workload as Workload]}`;
+  writeFileSync(file, toml);
+  return file;
+}
+
+// --- processes -------------------------------------------------------------------------------
+
+function start(argv: string[], env: Record<string, string> = {}, log?: string): ChildProcess {
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env: { ...process.env, STREAM_BROKERS: BROKERS, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  if (log) {
+    child.stdout!.on("data", (d) => appendFileSync(log, d));
+    child.stderr!.on("data", (d) => appendFileSync(log, d));
+  }
+  return child;
+}
+
+/** Runs a command to its end; resolves its stdout. */
+function run(argv: string[], timeoutMs = 300_000): Promise<string> {
+  return new Promise((done, fail) => {
+    const child = start(argv);
+    let out = "", err = "";
+    child.stdout!.on("data", (d) => (out += d));
+    child.stderr!.on("data", (d) => (err += d));
+    const timer = setTimeout(() => stop(child, 0), timeoutMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      code === 0 ? done(out) : fail(new Error(`${argv.slice(0, 8).join(" ")} … exited ${code}: ${err.slice(-2000)}`));
+    });
+  });
+}
+
+/** SIGTERM to the process group we started, SIGKILL after `graceMs`. */
+async function stop(child: ChildProcess, graceMs = 15_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  try { process.kill(-child.pid!, graceMs ? "SIGTERM" : "SIGKILL"); } catch { return; }
+  const timer = setTimeout(() => { try { process.kill(-child.pid!, "SIGKILL"); } catch { /* gone */ } }, graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Peak RSS (VmHWM) of a process and its descendants, in MiB (each one's peak, summed). */
+function peakRssMiB(pid: number): number {
+  let kib = 0;
+  const walk = (p: number) => {
+    try {
+      const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, "utf8"));
+      if (m) kib += Number(m[1]);
+      for (const t of readdirSync(`/proc/${p}/task`)) {
+        for (const c of readFileSync(`/proc/${p}/task/${t}/children`, "utf8").split(" ").filter(Boolean)) walk(Number(c));
+      }
+    } catch { /* exited */ }
+  };
+  walk(pid);
+  return kib / 1024;
+}
+
+interface Counted { count: number; expected: number; firstAt: number; doneAt: number; timedOut: boolean; p50?: number; p99?: number; latencyN?: number }
+
+/** Starts the read_committed counter on `topic`; resolves once it is positioned. */
+async function counter(topic: string, expected: number, timeoutMs: number, latencyFrom = 0): Promise<{ child: ChildProcess; result: Promise<Counted> }> {
+  const child = start(tool(["count", topic, String(expected), String(timeoutMs), String(SETTLE_MS), String(latencyFrom)]));
+  let buf = "";
+  let ready!: () => void;
+  const isReady = new Promise<void>((r) => (ready = r));
+  const result = new Promise<Counted>((done) => {
+    child.stdout!.on("data", (d) => {
+      buf += d;
+      if (buf.includes("READY")) ready();
+      const line = buf.split("\n").find((l) => l.startsWith("{"));
+      if (line) done(JSON.parse(line));
+    });
+    child.on("exit", () => {
+      ready();
+      if (!buf.includes("{")) done({ count: 0, expected, firstAt: 0, doneAt: 0, timedOut: true });
+    });
+  });
+  await isReady;
+  return { child, result };
+}
+
+// --- one timed run -------------------------------------------------------------------------
+
+interface Result { status: "ok" | "wrong" | "timeout" | "crashed"; rowsPerSec: number; rssMiB: number; firstOutS: number; count: number; expected: number }
+
+async function timed(engine: Engine, spec: RunSpec, inputRows: number, expected: number): Promise<Result> {
+  const log = join(WORK, `${spec.name}.log`);
+  const count = await counter(spec.output, expected, RUN_TIMEOUT_MS);
+  const { argv, env } = engine.command(spec);
+  const startedAt = Date.now();
+  const child = start(argv, env, log);
+  let rss = 0;
+  const poll = setInterval(() => (rss = Math.max(rss, peakRssMiB(child.pid!))), 1000);
+  let crashed = false;
+  child.once("exit", () => {
+    crashed = true;
+    // the engine is gone: give its last output a moment, then stop waiting
+    setTimeout(() => stop(count.child, 0), SETTLE_MS + 3000);
+  });
+  const c = await count.result;
+  clearInterval(poll);
+  rss = Math.max(rss, peakRssMiB(child.pid!));
+  await stop(child);
+  await stop(count.child, 0);
+  const status = c.timedOut ? (crashed ? "crashed" : "timeout") : c.count !== expected ? "wrong" : "ok";
+  const seconds = (c.doneAt - startedAt) / 1000;
+  const r: Result = { status, rowsPerSec: status === "ok" ? inputRows / seconds : 0, rssMiB: rss, firstOutS: c.firstAt ? (c.firstAt - startedAt) / 1000 : 0, count: c.count, expected };
+  console.log(`  ${spec.workload.padEnd(11)} ${engine.id.padEnd(16)} ${r.status.padEnd(7)} ${fmt(r.rowsPerSec)} rows/s  ${r.count}/${expected} out  first out ${r.firstOutS.toFixed(1)} s  peak RSS ${r.rssMiB.toFixed(0)} MiB${status !== "ok" ? `  (log: ${log})` : ""}`);
+  return r;
+}
+
+// --- ceiling: Kafka's own perf tools -------------------------------------------------------
+
+async function producerPerformance(topic: string, n: number): Promise<number> {
+  const out = await run(java(["-Xmx512m"], "org.apache.kafka.tools.ProducerPerformance", ["--topic", topic, "--num-records", String(n), "--record-size", "200", "--throughput", "-1", "--command-property", `bootstrap.servers=${BROKERS}`]));
+  const m = /records sent, ([\d.]+) records\/sec/.exec(out.trim().split("\n").at(-1) ?? "");
+  if (!m) throw new Error(`ProducerPerformance: no result in ${out.slice(-500)}`);
+  return Number(m[1]);
+}
+
+async function consumerPerformance(topic: string, n: number): Promise<number> {
+  const out = await run(java(["-Xmx512m"], "org.apache.kafka.tools.ConsumerPerformance", ["--bootstrap-server", BROKERS, "--topic", topic, "--num-records", String(n)]));
+  const lines = out.trim().split("\n");
+  const header = lines.findIndex((l) => l.startsWith("start.time"));
+  const cols = lines[header]!.split(",").map((s) => s.trim());
+  const vals = lines[header + 1]!.split(",").map((s) => s.trim());
+  return Number(vals[cols.indexOf("nMsg.sec")]);
+}
+
+// --- latency at a fixed input rate (stateless) -------------------------------------------------
+
+/** Rows of the paced producer that pass the stateless filter (Rows.java: price(i) >= 50). */
+const passing = (n: number) => { let k = 0; for (let i = 0; i < n; i++) if (((i * 7919) % 20000) / 100 >= 50) k++; return k; };
+
+async function latency(engine: Engine, round: number): Promise<{ p50: number; p99: number; n: number; status: string }> {
+  const name = `${PREFIX}-lat-${engine.id}-${round}`;
+  const spec: RunSpec = { workload: "stateless", input: `${name}-in`, output: `${name}-out`, name };
+  await run(tool(["create", `${spec.input}:${PARTITIONS}`, `${spec.output}:${PARTITIONS}`]));
+  const total = LATENCY_RATE * LATENCY_SECONDS;
+  const { argv, env } = engine.command(spec);
+  const child = start(argv, env, join(WORK, `${name}.log`));
+  await new Promise((r) => setTimeout(r, 6000)); // the engine joins its group before the first paced row
+  const count = await counter(spec.output, engine.workloads === "passthrough" ? total : passing(total), (LATENCY_SECONDS + 60) * 1000, Date.now() + 1000 + LATENCY_WARMUP_MS); // ~1 s: the pacer's JVM start
+  await run(tool(["pace", spec.input, String(LATENCY_RATE), String(LATENCY_SECONDS)]), (LATENCY_SECONDS + 60) * 1000);
+  const c = await count.result;
+  await stop(child);
+  await stop(count.child, 0);
+  const status = c.timedOut ? "timeout" : c.count !== c.expected ? "wrong" : "ok";
+  console.log(`  latency     ${engine.id.padEnd(16)} ${status.padEnd(7)} p50 ${c.p50} ms  p99 ${c.p99} ms  over ${c.latencyN} rows`);
+  return { p50: c.p50 ?? NaN, p99: c.p99 ?? NaN, n: c.latencyN ?? 0, status };
+}
+
+// --- the run -----------------------------------------------------------------------------------
+
+const fmt = (n: number) => Math.round(n).toLocaleString("en").padStart(9);
+const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.floor(s.length / 2)]! : NaN; };
+const began = Date.now();
+
+const input = `${PREFIX}-in`;
+const t0 = Math.floor(Date.now() / 60_000) * 60_000;
+console.log(`bench:peers — ${ROWS.toLocaleString("en")} rows × ${REPEATS} repeats, workloads ${WORKLOADS.join(", ")}, brokers ${BROKERS}, work dir ${WORK}`);
+await run(tool(["create", `${input}:${PARTITIONS}`]));
+const loaded = JSON.parse(await run(tool(["load", input, String(ROWS), String(t0)]), 600_000));
+const expected = loaded.expected as Record<Workload, number>;
+const inputRows = ROWS + CLOSERS;
+console.log(`loaded ${input} in ${((Date.now() - began) / 1000).toFixed(0)} s; expected outputs ${JSON.stringify(expected)}`);
+
+const results: Record<string, Result[]> = {};
+const ceiling = { producer: [] as number[], consumer: [] as number[] };
+const key = (w: string, e: string) => `${w}/${e}`;
+
+for (let r = 1; r <= REPEATS; r++) {
+  console.log(`round ${r} of ${REPEATS} (${((Date.now() - began) / 60000).toFixed(1)} min)`);
+  const runs: Array<{ engine: Engine; spec: RunSpec }> = [];
+  for (const engine of engines) {
+    const ws = engine.workloads === "passthrough" ? ["passthrough" as const] : engine.workloads.filter((w) => WORKLOADS.includes(w));
+    for (const w of ws) {
+      const name = `${PREFIX}-${w}-${engine.id}-${r}`;
+      runs.push({ engine, spec: { workload: w, input, output: `${name}-out`, name } });
+    }
+  }
+  await run(tool(["create", `${PREFIX}-pp-${r}:${PARTITIONS}`, ...runs.map((x) => `${x.spec.output}:${PARTITIONS}`)]));
+  ceiling.producer.push(await producerPerformance(`${PREFIX}-pp-${r}`, ROWS));
+  ceiling.consumer.push(await consumerPerformance(input, inputRows));
+  console.log(`  ceiling     ProducerPerformance ${fmt(ceiling.producer.at(-1)!)} rows/s, ConsumerPerformance ${fmt(ceiling.consumer.at(-1)!)} rows/s`);
+  // workload-major order inside a round, engines interleaved, so drift on the shared machine spreads over all
+  for (const w of ["passthrough", ...WORKLOADS]) {
+    for (const { engine, spec } of runs.filter((x) => x.spec.workload === w)) {
+      const exp = w === "passthrough" ? inputRows : expected[w as Workload];
+      (results[key(w, engine.id)] ??= []).push(await timed(engine, spec, inputRows, exp));
+    }
+  }
+  // this round's outputs, state and internal topics go: the broker's disk is shared
+  await run(tool(["delete-prefix", `${PREFIX}-pp-${r}`, ...runs.flatMap((x) => [x.spec.output, `fv-state-${x.spec.name}`, `${x.spec.name}-app`])])).catch((e) => console.warn(`cleanup: ${e.message}`));
+}
+
+const lat: Record<string, { p50: number; p99: number; n: number; status: string }> = {};
+if (LATENCY_RATE > 0 && WORKLOADS.includes("stateless")) {
+  console.log(`latency at ${LATENCY_RATE} rows/s for ${LATENCY_SECONDS} s, stateless (${((Date.now() - began) / 60000).toFixed(1)} min)`);
+  for (const engine of engines) lat[engine.id] = await latency(engine, 1);
+}
+await run(tool(["delete-prefix", PREFIX, `fv-state-${PREFIX}`])).catch((e) => console.warn(`cleanup: ${e.message}`));
+
+// --- the table -------------------------------------------------------------------------------
+
+const ceilingRate = Math.min(median(ceiling.producer), median(ceiling.consumer));
+const cell = (rs: Result[] | undefined) => {
+  const ok = (rs ?? []).filter((x) => x.status === "ok");
+  return { rate: median(ok.map((x) => x.rowsPerSec)), rss: median((rs ?? []).map((x) => x.rssMiB)), first: median(ok.map((x) => x.firstOutS)), ok: ok.length, n: rs?.length ?? 0, bad: (rs ?? []).filter((x) => x.status !== "ok").map((x) => x.status === "wrong" ? `wrong count ${x.count}/${x.expected}` : x.status) };
+};
+const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) : "–");
+const gLabel = (g?: Guarantee) => (g === "eos" ? "exactly-once" : g === "alos" ? "at-least-once" : "–");
+
+const lines: string[] = [];
+const date = new Date().toISOString().slice(0, 10);
+lines.push(`## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC`, "");
+lines.push(`${ROWS.toLocaleString("en")} input rows (~200 B JSON, ${PARTITIONS} partitions) + ${CLOSERS} closing rows; median of ${REPEATS} runs; one consumer / stream thread per engine; commit interval ${COMMIT_MS} ms for every engine; Kafka Streams heap ${KS_HEAP.join(" ")}; ${navigatorCores()} cores shared with the broker (load average at the end: ${loadAvg()}).`, "");
+lines.push(`Raw ceiling (Kafka's tools, median): ProducerPerformance ${fmt(median(ceiling.producer)).trim()} rows/s, ConsumerPerformance ${fmt(median(ceiling.consumer)).trim()} rows/s; ceiling = the slower of the two, ${fmt(ceilingRate).trim()} rows/s.`, "");
+lines.push("| workload | engine | guarantee | rows/s | vs Kafka Streams | vs ceiling | peak RSS MiB | first output s | runs ok |");
+lines.push("|---|---|---|--:|--:|--:|--:|--:|---|");
+const chart: Array<{ workload: string; engine: string; vsKs: number; vsCeiling: number }> = [];
+const pt = cell(results[key("passthrough", "passthrough")]);
+if (results[key("passthrough", "passthrough")]) lines.push(`| pass-through | fv client pass-through (Bun) | – | ${fmt(pt.rate).trim()} | – | ${ratio(pt.rate, ceilingRate)} | ${pt.rss.toFixed(0)} | ${pt.first.toFixed(1)} | ${pt.ok}/${pt.n}${pt.bad.length ? ` (${pt.bad.join(", ")})` : ""} |`);
+for (const w of WORKLOADS) {
+  for (const e of engines.filter((x) => x.workloads !== "passthrough")) {
+    const c = cell(results[key(w, e.id)]);
+    const ks = cell(results[key(w, `kstreams-${e.guarantee}`)]);
+    lines.push(`| ${w} | ${e.label} | ${gLabel(e.guarantee)} | ${Number.isFinite(c.rate) ? fmt(c.rate).trim() : "–"} | ${ratio(c.rate, ks.rate)} | ${ratio(c.rate, ceilingRate)} | ${c.rss.toFixed(0)} | ${Number.isFinite(c.first) ? c.first.toFixed(1) : "–"} | ${c.ok}/${c.n}${c.bad.length ? ` (${c.bad.join(", ")})` : ""} |`);
+    if (!e.id.startsWith("kstreams")) chart.push({ workload: w, engine: `${e.label} ${e.guarantee === "eos" ? "EOS" : "ALOS"}`, vsKs: c.rate / ks.rate, vsCeiling: c.rate / ceilingRate });
+  }
+}
+if (Object.keys(lat).length) {
+  lines.push("", `End-to-end latency, stateless, paced at ${LATENCY_RATE.toLocaleString("en")} rows/s for ${LATENCY_SECONDS} s (the first ${LATENCY_WARMUP_MS / 1000} s not counted), one run each:`, "");
+  lines.push("| engine | guarantee | p50 ms | p99 ms | rows measured | status |", "|---|---|--:|--:|--:|---|");
+  for (const e of engines) { const l = lat[e.id]!; lines.push(`| ${e.label} | ${gLabel(e.guarantee)} | ${l.p50} | ${l.p99} | ${l.n} | ${l.status} |`); }
+}
+const slowest = chart.filter((c) => Number.isFinite(c.vsKs)).sort((a, b) => a.vsKs - b.vsKs)[0];
+if (slowest) lines.push("", `Slowest ratio to Kafka Streams: ${slowest.workload}, ${slowest.engine}: ${slowest.vsKs.toFixed(2)}.`);
+const wall = (Date.now() - began) / 60000;
+lines.push("", `Wall time of the run: ${wall.toFixed(1)} min.`, "");
+
+const table = lines.join("\n");
+console.log("\n" + table);
+mkdirSync(join(ROOT, "bench/results"), { recursive: true });
+const resultsFile = join(ROOT, `bench/results/${date}.md`);
+if (!existsSync(resultsFile)) writeFileSync(resultsFile, `# bench:peers results, ${date}\n\nWritten by \`npm run bench:peers\` (method: docs/benchmarks.md). Ratios within one run are the result; absolute rows/s on a shared machine are noise.\n\n`);
+const png = `bench/results/${date}-${STAMP.slice(9)}-ratios.png`;
+writeFileSync(join(ROOT, png), renderChart(chart, `fv-streams vs Kafka Streams and the raw ceiling — ${ROWS.toLocaleString("en")} rows, median of ${REPEATS}, ${date}`));
+appendFileSync(resultsFile, table + `\n![ratios](${png.replace("bench/results/", "")})\n\n`);
+// docs/benchmarks.md shows the latest table between its markers
+const docs = join(ROOT, "docs/benchmarks.md");
+if (existsSync(docs)) {
+  const text = readFileSync(docs, "utf8");
+  const begin = "<!-- bench:peers latest begin -->", end = "<!-- bench:peers latest end -->";
+  if (text.includes(begin) && text.includes(end)) writeFileSync(docs, text.slice(0, text.indexOf(begin) + begin.length) + "\n\n" + table + `\n![ratios](../${png})\n\n` + text.slice(text.indexOf(end)));
+}
+console.log(`wrote ${resultsFile}, ${png} and the latest table in docs/benchmarks.md`);
+process.exit(0);
+
+function navigatorCores(): number { return (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ?? 0; }
+function loadAvg(): string { try { return readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" "); } catch { return "?"; } }
