@@ -27,7 +27,6 @@ export function renderChart(bars: Bar[], title: string): Buffer {
     for (let t = 0; t <= max; t += max > 4 ? 1 : max > 2 ? 0.5 : 0.25) {
       parts.push(`<line x1="${sx(t)}" y1="${top - 6}" x2="${sx(t)}" y2="${top + workloads.length * groupH - groupGap}" stroke="#e2e8f0"/>`, `<text x="${sx(t)}" y="${top + workloads.length * groupH}" text-anchor="middle" font-size="10" fill="#4a5568">${t.toFixed(2)}</text>`);
     }
-    parts.push(`<line x1="${sx(1)}" y1="${top - 6}" x2="${sx(1)}" y2="${top + workloads.length * groupH - groupGap}" stroke="#1a202c" stroke-dasharray="4 3"/>`);
     workloads.forEach((w, wi) => {
       engines.forEach((e, ei) => {
         const b = bars.find((x) => x.workload === w && x.engine === e);
@@ -40,6 +39,7 @@ export function renderChart(bars: Bar[], title: string): Buffer {
         }
       });
     });
+    parts.push(`<line x1="${sx(1)}" y1="${top - 6}" x2="${sx(1)}" y2="${top + workloads.length * groupH - groupGap}" stroke="#1a202c" stroke-dasharray="4 3"/>`);
   };
   workloads.forEach((w, wi) => parts.push(`<text x="${left - 10}" y="${top + wi * groupH + (engines.length * barH) / 2 + 4}" text-anchor="end" font-size="13">${esc(w)}</text>`));
   panel(left, "rows/s ÷ Kafka Streams (same guarantee)", (b) => b.vsKs);
