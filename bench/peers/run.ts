@@ -30,8 +30,8 @@ const RUN_TIMEOUT_MS = 1000 * Number(process.env.BENCH_RUN_TIMEOUT_S ?? Math.rou
 /** After the expected count, the counter reads this much longer: more output than expected is a wrong answer. */
 const SETTLE_MS = 1500;
 const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 5000);
-const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 15);
-const LATENCY_WARMUP_MS = 3000;
+const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
+const LATENCY_WARMUP_MS = 2000;
 /** The whole command ends within this: the issue's bound, on a shared machine whose speed varies by hour. */
 const BUDGET_MS = 60_000 * Number(process.env.BENCH_BUDGET_MIN ?? 30);
 const WORKLOADS = (process.env.BENCH_WORKLOADS ?? "stateless,stateful,compute").split(",") as Workload[];
@@ -266,7 +266,7 @@ async function latency(engine: Engine, round: number): Promise<{ p50: number; p9
   const total = LATENCY_RATE * LATENCY_SECONDS;
   const { argv, env } = engine.command(spec);
   const child = start(argv, env, join(WORK, `${name}.log`));
-  await new Promise((r) => setTimeout(r, 6000)); // the engine joins its group before the first paced row
+  await new Promise((r) => setTimeout(r, 5000)); // the engine joins its group before the first paced row
   const count = await counter(spec.output, engine.workloads === "passthrough" ? total : passing(total), (LATENCY_SECONDS + 60) * 1000, Date.now() + 1000 + LATENCY_WARMUP_MS); // ~1 s: the pacer's JVM start
   await run(tool(["pace", spec.input, String(LATENCY_RATE), String(LATENCY_SECONDS)]), (LATENCY_SECONDS + 60) * 1000);
   const c = await count.result;
@@ -279,8 +279,8 @@ async function latency(engine: Engine, round: number): Promise<{ p50: number; p9
 
 // --- the run -----------------------------------------------------------------------------------
 
-/** What the latency pass takes: per engine, 6 s to join, the paced seconds, about 10 s of JVM starts and stop. */
-function latencyPassMs(): number { return LATENCY_RATE > 0 && WORKLOADS.includes("stateless") ? engines.length * (16 + LATENCY_SECONDS) * 1000 : 0; }
+/** What the latency pass takes: per engine, 5 s to join, the paced seconds, about 10 s of JVM starts and stop. */
+function latencyPassMs(): number { return LATENCY_RATE > 0 && WORKLOADS.includes("stateless") ? engines.length * (15 + LATENCY_SECONDS) * 1000 : 0; }
 const fmt = (n: number) => Math.round(n).toLocaleString("en").padStart(9);
 const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length ? s[Math.floor(s.length / 2)]! : NaN; };
 const began = Date.now();
@@ -303,7 +303,7 @@ let rounds = 0;
 let longestRound = 0;
 for (let r = 1; r <= REPEATS; r++) {
   const elapsed = Date.now() - began;
-  if (r > 1 && elapsed + longestRound + latencyPassMs() + 60_000 > BUDGET_MS) {
+  if (r > 1 && elapsed + longestRound + latencyPassMs() + 30_000 > BUDGET_MS) {
     skipped.push(`round${REPEATS - r + 1 > 1 ? "s" : ""} ${r}–${REPEATS} skipped: a round took ${(longestRound / 60000).toFixed(1)} min and would end past the ${BUDGET_MS / 60000}-minute budget`);
     console.log(`  ${skipped.at(-1)}`);
     break;

@@ -93,20 +93,29 @@ final class StreamsPeer {
     stopped.await();
   }
 
-  /** functions/enrich-order in Java: notional, tier ("large" from 1000 on) and label "SKU ×qty". */
+  /**
+   * functions/enrich-order in Java. Like the WASM step, whose manifest declares its input and
+   * output columns, the output row holds exactly sku, customer, price, qty, notional, tier
+   * ("large" from 1000 on) and label ("SKU ×qty"); other input columns are left out.
+   */
   static ObjectNode enrich(ObjectNode row) {
-    JsonNode price = row.get("price"), qty = row.get("qty"), sku = row.get("sku");
+    ObjectNode out = JSON.createObjectNode();
+    JsonNode price = row.get("price"), qty = row.get("qty"), sku = row.get("sku"), customer = row.get("customer");
+    out.set("sku", sku != null && sku.isTextual() ? sku : out.nullNode());
+    out.set("customer", customer != null && customer.isTextual() ? customer : out.nullNode());
+    out.set("price", price != null && price.isNumber() ? price : out.nullNode());
+    out.set("qty", qty != null && qty.isNumber() ? qty : out.nullNode());
     if (price != null && price.isNumber() && qty != null && qty.isNumber()) {
       double notional = price.asDouble() * qty.asDouble();
-      row.put("notional", notional);
-      row.put("tier", notional >= 1000 ? "large" : "small");
+      out.put("notional", notional);
+      out.put("tier", notional >= 1000 ? "large" : "small");
     } else {
-      row.putNull("notional");
-      row.putNull("tier");
+      out.putNull("notional");
+      out.putNull("tier");
     }
     String q = qty != null && qty.isNumber() ? (qty.asDouble() == Math.rint(qty.asDouble()) ? Long.toString(qty.asLong()) : qty.asText()) : "?";
-    row.put("label", (sku != null && sku.isTextual() ? sku.asText() : "?") + " \u00d7" + q);
-    return row;
+    out.put("label", (sku != null && sku.isTextual() ? sku.asText() : "?") + " \u00d7" + q);
+    return out;
   }
 
   static ObjectNode parse(String v) {
