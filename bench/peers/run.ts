@@ -225,11 +225,12 @@ async function timed(engine: Engine, spec: RunSpec, inputRows: number, expected:
     setTimeout(() => stop(count.child, 0), SETTLE_MS + 3000);
   });
   const c = await count.result;
+  const exitedEarly = crashed; // before we stop it ourselves
   clearInterval(poll);
   rss = Math.max(rss, peakRssMiB(child.pid!));
   await stop(child);
   await stop(count.child, 0);
-  const status = c.timedOut ? (crashed ? "crashed" : "timeout") : c.count !== expected ? "wrong" : "ok";
+  const status = c.timedOut ? (exitedEarly ? "crashed" : "timeout") : c.count !== expected ? "wrong" : "ok";
   const seconds = (c.doneAt - startedAt) / 1000;
   const r: Result = { status, rowsPerSec: status === "ok" ? inputRows / seconds : 0, rssMiB: rss, firstOutS: c.firstAt ? (c.firstAt - startedAt) / 1000 : 0, count: c.count, expected };
   console.log(`  ${spec.workload.padEnd(11)} ${engine.id.padEnd(16)} ${r.status.padEnd(7)} ${fmt(r.rowsPerSec)} rows/s  ${r.count}/${expected} out  first out ${r.firstOutS.toFixed(1)} s  peak RSS ${r.rssMiB.toFixed(0)} MiB${status !== "ok" ? `  (log: ${log})` : ""}`);
