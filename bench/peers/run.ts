@@ -30,7 +30,7 @@ const RUN_TIMEOUT_MS = 1000 * Number(process.env.BENCH_RUN_TIMEOUT_S ?? Math.rou
 /** After the expected count, the counter reads this much longer: more output than expected is a wrong answer. */
 const SETTLE_MS = 1500;
 const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 5000);
-const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
+const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 12);
 const LATENCY_WARMUP_MS = 2000;
 /** The whole command ends within this: the bound, on a shared machine whose speed varies by hour. */
 const BUDGET_MS = 60_000 * Number(process.env.BENCH_BUDGET_MIN ?? 30);

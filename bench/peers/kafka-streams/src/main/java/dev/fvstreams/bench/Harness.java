@@ -121,7 +121,8 @@ final class Harness {
    * the beginning of every partition (no group), prints READY once positioned, then a JSON line
    * with the count, when the first and the EXPECTED-th record were seen (epoch ms), and the count
    * after SETTLE_MS more (a run that emits too much is wrong too). With LATENCY_FROM_MS, records
-   * whose sentAt is at least that give end-to-end latencies (receive time − sentAt).
+   * whose sentAt is at least that, and at least 1 s after the first output was seen, give
+   * end-to-end latencies (receive time − sentAt).
    */
   static void count(String brokers, String topic, long expected, long timeoutMs, long settleMs, long latencyFrom) throws Exception {
     Properties p = new Properties();
@@ -154,7 +155,9 @@ final class Harness {
             Matcher m = SENT_AT.matcher(r.value());
             if (m.find()) {
               long sent = Long.parseLong(m.group(1));
-              if (sent >= latencyFrom) {
+              // rows sent before the engine's first output came out wait out its start (JVM, group
+              // join): only rows sent a second after that count, for every engine alike
+              if (sent >= latencyFrom && firstAt > 0 && sent >= firstAt + 1000) {
                 if (nlat == lat.length) lat = Arrays.copyOf(lat, lat.length * 2);
                 lat[nlat++] = now - sent;
               }
