@@ -379,7 +379,7 @@ for (const w of WORKLOADS) {
   }
 }
 if (Object.keys(lat).length) {
-  lines.push("", `End-to-end latency, stateless, paced at ${LATENCY_RATE.toLocaleString("en")} rows/s for ${LATENCY_SECONDS} s (the first ${LATENCY_WARMUP_MS / 1000} s not counted), one run each:`, "");
+  lines.push("", `End-to-end latency, stateless, paced at ${LATENCY_RATE.toLocaleString("en")} rows/s for ${LATENCY_SECONDS} s (rows sent before 1 s after the engine's first output not counted), one run each:`, "");
   lines.push("| engine | guarantee | p50 ms | p99 ms | rows measured | status |", "|---|---|--:|--:|--:|---|");
   for (const e of engines) { const l = lat[e.id]!; lines.push(`| ${e.label} | ${gLabel(e.guarantee)} | ${l.p50} | ${l.p99} | ${l.n} | ${l.status} |`); }
 }
