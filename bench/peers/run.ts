@@ -13,7 +13,7 @@
  * STREAM_BROKERS.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { renderChart } from "./chart.ts";
@@ -349,6 +349,9 @@ if (LATENCY_RATE > 0 && WORKLOADS.includes("stateless") && Date.now() - began + 
   for (const engine of engines) lat[engine.id] = await latency(engine, 1);
 }
 await run(tool(["delete-prefix", PREFIX, `fv-state-${PREFIX}`])).catch((e) => console.warn(`cleanup: ${e.message}`));
+// Kafka Streams keeps each application's state under <tmp>/fv-bench-kstreams/<application.id>
+const ksState = join(tmpdir(), "fv-bench-kstreams");
+if (existsSync(ksState)) for (const d of readdirSync(ksState)) if (d.startsWith(PREFIX)) rmSync(join(ksState, d), { recursive: true, force: true });
 
 // --- the table -------------------------------------------------------------------------------
 
