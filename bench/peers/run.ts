@@ -358,7 +358,7 @@ if (existsSync(ksState)) for (const d of readdirSync(ksState)) if (d.startsWith(
 const ceilingRate = Math.min(median(ceiling.producer), median(ceiling.consumer));
 const cell = (rs: Result[] | undefined) => {
   const ok = (rs ?? []).filter((x) => x.status === "ok");
-  return { rate: median(ok.map((x) => x.rowsPerSec)), rss: median((rs ?? []).map((x) => x.rssMiB).filter(Number.isFinite)), first: median(ok.map((x) => x.firstOutS)), ok: ok.length, n: rs?.length ?? 0, bad: (rs ?? []).filter((x) => x.status !== "ok").map((x) => x.status === "wrong" ? `wrong count ${x.count}/${x.expected}` : x.status) };
+  return { rate: median(ok.map((x) => x.rowsPerSec)), rss: median((rs ?? []).map((x) => x.rssMiB).filter(Number.isFinite)), first: median(ok.map((x) => x.firstOutS)), ok: ok.length, n: rs?.length ?? 0, bad: (rs ?? []).filter((x) => x.status !== "ok").map((x) => x.status === "wrong" ? `wrong count ${x.count}/${x.expected}` : x.status === "skipped" ? x.status : `${x.status} at ${x.count}/${x.expected}`) };
 };
 const ratio = (a: number, b: number) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? (a / b).toFixed(2) : "–");
 const gLabel = (g?: Guarantee) => (g === "eos" ? "exactly-once" : g === "alos" ? "at-least-once" : "–");
