@@ -305,7 +305,7 @@ let longestRound = 0;
 for (let r = 1; r <= REPEATS; r++) {
   const elapsed = Date.now() - began;
   if (r > 1 && elapsed + longestRound + latencyPassMs() + 30_000 > BUDGET_MS) {
-    skipped.push(`round${REPEATS - r + 1 > 1 ? "s" : ""} ${r}–${REPEATS} skipped: a round took ${(longestRound / 60000).toFixed(1)} min and would end past the ${BUDGET_MS / 60000}-minute budget`);
+    skipped.push(`${r < REPEATS ? `rounds ${r}–${REPEATS}` : `round ${r}`} skipped: a round took ${(longestRound / 60000).toFixed(1)} min and would end past the ${BUDGET_MS / 60000}-minute budget`);
     console.log(`  ${skipped.at(-1)}`);
     break;
   }
