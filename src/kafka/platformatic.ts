@@ -16,6 +16,7 @@ import {
   Producer as PltProducer,
 } from "@platformatic/kafka";
 import { FvError } from "../errors.ts";
+import { filterAbortedTransactions } from "./aborted-transactions.ts";
 import type {
   Admin,
   CommitOffset,
@@ -204,6 +205,7 @@ class PlatformaticConsumer implements GroupConsumer {
       ...GROUP_TIMINGS,
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
+    filterAbortedTransactions(this.#consumer);
     this.#consumer.on("consumer:group:rebalance", () => options.listener?.onRebalance?.());
     this.#consumer.on("consumer:group:join", (payload: { assignments?: Array<{ topic: string; partitions: number[] }> }) => {
       const next = new Map<string, TopicPartition>();
@@ -564,6 +566,7 @@ class PlatformaticAdmin implements Admin {
       autocommit: false,
       maxWaitTime: 100,
     });
+    filterAbortedTransactions(consumer);
     const out: InboundRecord[] = [];
     try {
       const ends = await consumer.listOffsets({ topics: [topic], isolationLevel: READ_COMMITTED });
