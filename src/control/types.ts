@@ -73,7 +73,18 @@ export interface BuildRecord {
   updatedAt?: string;
   error?: string;
   metrics?: BuildMetrics;
+  /** Topics the engine created for itself: the state changelog and repartition topics. */
+  internalTopics?: InternalTopic[];
   [field: string]: unknown;
+}
+
+export interface InternalTopic {
+  topic: string;
+  partitions: number;
+  purpose: "state" | "repartition";
+  /** For a repartition topic: the stage (from 1) it feeds, and the columns its records are keyed by. */
+  stage?: number;
+  keyedBy?: string[];
 }
 
 export interface BuildMetrics extends StreamCounters {
@@ -88,6 +99,8 @@ export interface BuildMetrics extends StreamCounters {
   restarts: number;
   /** Rows refused by a stateful operator because their window had closed. */
   late: number;
+  /** Rows written, re-keyed, to repartition topics (consumed back from there, they are not counted in `consumed` again). */
+  repartitioned: number;
   /** State restore: changelog records read and the time it took. */
   restoredRecords: number;
   restoreMs: number;

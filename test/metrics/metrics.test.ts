@@ -31,6 +31,7 @@ const RECORD: BuildRecord = {
     checkpointTimeouts: 1,
     restarts: 1,
     late: 0,
+    repartitioned: 0,
     restoredRecords: 0,
     restoreMs: 0,
     stateKeys: 0,
