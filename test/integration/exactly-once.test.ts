@@ -64,8 +64,12 @@ const stateless = (total: number): Workload<ReturnType<typeof tally>> => ({
 
 const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
-/** Stateful: a count and sum per key per 1-minute window, keyed by the grouped column. */
-const countPerKey = (keys: number, minutes: number, perMinute: number) => {
+/**
+ * Stateful: a count and sum per key per 1-minute window. With `hop`, the message keys are random
+ * and the rows cross the repartition topic; without, they are keyed by the grouped column and
+ * the step says `repartition = false`.
+ */
+const countPerKey = (keys: number, minutes: number, perMinute: number, hop: boolean) => {
   const rowAt = (m: number, i: number) => ({ key: `key-${(m * 13 + i) % keys}`, qty: 1 + (i % 4), ts: T0 + m * MINUTE + Math.floor((i * MINUTE) / perMinute) });
   const expected = new Map<string, { n: number; qty: number }>();
   // The last minute's windows stay open: only earlier ones are expected.
@@ -80,12 +84,12 @@ const countPerKey = (keys: number, minutes: number, perMinute: number) => {
     }
   }
   const workload: Workload<{ windows: number; duplicates: number; wrong: string[]; missing: number }> = {
-    kind: "count per key",
+    kind: hop ? "count per key through a repartition hop" : "count per key",
     input: (topic) => {
       const out: OutboundRecord[] = [];
       for (let m = 0; m < minutes; m++) for (let i = 0; i < perMinute; i++) {
         const r = rowAt(m, i);
-        out.push({ topic, key: r.key, value: JSON.stringify({ ...r, note: "y".repeat(100) }) });
+        out.push({ topic, key: hop ? crypto.randomUUID() : r.key, value: JSON.stringify({ ...r, note: "y".repeat(100) }) });
       }
       return out;
     },
@@ -99,6 +103,7 @@ timeColumn = "ts"
 windowMs = ${MINUTE}
 groupBy = ["key"]
 aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "qty", alias = "qty" }]
+repartition = ${hop ? "true" : "false"}
 `),
     judge: (out) => {
       const seen = new Map<string, number>();
@@ -195,16 +200,19 @@ describe("exactly-once", () => {
     expect(tally(await collector.stop(), expectedIds(2000))).toEqual({ missing: [], duplicates: 0, unexpected: [] });
   });
 
-  test("a count per key, kill -9 five times under load: every window exactly once with the exact count", async () => {
-    const result = await crashRun(true, 5, countPerKey(200, 30, 4000));
-    console.log(`exactly-once stateful crash test: ${result.killed} kills, ${result.windows} windows, ${result.missing} missing, ${result.duplicates} duplicates, ${result.wrong.length} wrong`);
-    expect(result.killed).toBe(5);
-    expect(result.wrong.slice(0, 5)).toEqual([]);
-    expect(result.missing).toBe(0);
-    expect(result.duplicates).toBe(0);
-    expect(result.windows).toBe(200 * 29);
-    expect(result.final.metrics!.restoredRecords).toBeGreaterThan(0);
-  });
+  for (const hop of [false, true]) {
+    test(`a count per key${hop ? " through a repartition hop (random message keys)" : ""}, kill -9 five times under load: every window exactly once with the exact count`, async () => {
+      const result = await crashRun(true, 5, countPerKey(200, 30, 4000, hop));
+      console.log(`exactly-once stateful crash test${hop ? " with a hop" : ""}: ${result.killed} kills, ${result.windows} windows, ${result.missing} missing, ${result.duplicates} duplicates, ${result.wrong.length} wrong`);
+      expect(result.killed).toBe(5);
+      expect(result.wrong.slice(0, 5)).toEqual([]);
+      expect(result.missing).toBe(0);
+      expect(result.duplicates).toBe(0);
+      expect(result.windows).toBe(200 * 29);
+      expect(result.final.metrics!.restoredRecords).toBeGreaterThan(0);
+      if (hop) expect(result.final.metrics!.repartitioned).toBeGreaterThan(0);
+    });
+  }
 
   test("at-least-once under the same crashes loses nothing and reports its duplicates", async () => {
     const result = await crashRun(false, 5, stateless(150_000));

@@ -98,7 +98,9 @@ describe("repartition through fv-repartition-<name>-<stage>", () => {
     // The second consumer joins once the first is well into the input.
     await waitFor(() => (lastRecord(a.records)?.metrics?.consumed ?? 0) > 8000, 90_000, "the first consumer under way");
     const b = startCli(["run", file], { env });
+    const ownsSome = (run: typeof b) => run.records.some((r) => (r.metrics?.partitions.length ?? 0) > 0);
     try {
+      await waitFor(() => ownsSome(b), 60_000, "the second consumer to own partitions");
       await waitFor(() => windows(out.records.map(json)).latest.size >= expected.size, 120_000, "every (group, window)");
       await new Promise((r) => setTimeout(r, 1500));
     } finally {
@@ -114,8 +116,7 @@ describe("repartition through fv-repartition-<name>-<stage>", () => {
     expect(ma.metrics!.late + mb.metrics!.late).toBe(0);
     expect(ma.metrics!.consumed + mb.metrics!.consumed).toBeGreaterThanOrEqual(records.length);
     expect(ma.metrics!.repartitioned + mb.metrics!.repartitioned).toBeGreaterThanOrEqual(records.length);
-    // Both owned part of the group at the end, and the status lists the internal topics.
-    expect(mb.metrics!.partitions.length).toBeGreaterThan(0);
+    // The status lists the internal topics.
     expect(ma.internalTopics).toEqual([
       { topic: `fv-state-${name}`, partitions: 4, purpose: "state" },
       { topic: `fv-repartition-${name}-1`, partitions: 4, purpose: "repartition", stage: 1, keyedBy: ["g"] },
