@@ -97,6 +97,8 @@ export interface BuildMetrics extends StreamCounters {
   checkpointTimeouts: number;
   /** Times a loop rejoined after a recoverable failure (fenced, broker gone, aborted transaction). */
   restarts: number;
+  /** Of those, the times the stall watchdog started a fresh consumer (no records while partitions had lag). */
+  stallRestarts: number;
   /** Rows refused by a stateful operator because their window had closed. */
   late: number;
   /** Rows written, re-keyed, to repartition topics (consumed back from there, they are not counted in `consumed` again). */

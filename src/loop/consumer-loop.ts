@@ -74,6 +74,12 @@ const MAX_CONSECUTIVE_RESTARTS = 30;
 /** How often end offsets are read for the lag shown on /status: cheap, and fresh enough to watch. */
 const END_OFFSETS_INTERVAL_MS = 2000;
 const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
+/**
+ * Stall watchdog: no records for this long while an owned partition has records to read (its
+ * position is below its end offset) starts a new session with a fresh consumer. The pure-JS
+ * client was seen to stop delivering some partitions' records (docs/ARCHITECTURE.md, known issues).
+ */
+const STALL_RESTART_MS = 15_000;
 
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -294,6 +300,7 @@ export class ConsumerLoop {
       maxStateKeys: settings.stateMaxKeys,
     }, this.counters);
     this.#upstream.clear();
+    this.#startOffsets.clear();
     for (const stage of this.#stages) {
       if (!stage.operator) continue;
       const hop = plan.hops?.[stage.index];
@@ -370,12 +377,15 @@ export class ConsumerLoop {
         if (records.length > 0) {
           await this.#processBatch(session, records);
           lastRecord = now;
+        } else if (now - lastRecord >= STALL_RESTART_MS && this.#lagging(session)) {
+          this.counters.stallRestarts++;
+          throw new FvError("KAFKA_RETRYABLE", `no records for ${Math.round((now - lastRecord) / 1000)} s while ${this.#lagging(session)} has records to read: starting a fresh consumer`);
         } else if (settings.idleTimeoutMs > 0 && now - lastRecord >= settings.idleTimeoutMs) {
           this.#log("info", `no input for ${settings.idleTimeoutMs} ms: stopping`);
           break;
         }
         // Repartition hops: tell every repartition partition how far each upstream partition got.
-        if (plan.hops) await this.#announceWatermarks(session, now);
+        if (plan.hops) await this.#announceWatermarks(session, now, now - lastRecord);
         if (this.#checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
           this.#checkpointNow = false;
           lastCheckpoint = now;
@@ -630,8 +640,9 @@ export class ConsumerLoop {
    * partition without rows for STREAM_IDLE_PARTITION_MS is announced idle: it stops holding the
    * downstream watermark back.
    */
-  async #announceWatermarks(session: Session, now: number): Promise<void> {
+  async #announceWatermarks(session: Session, now: number, loopQuietMs: number): Promise<void> {
     const hops = this.#plan.hops!;
+    const idleMs = this.#plan.settings.idlePartitionMs;
     const owned = session.consumer.owned();
     const out: OutboundRecord[] = [];
     for (const [index, hop] of Object.entries(hops)) {
@@ -642,7 +653,9 @@ export class ConsumerLoop {
         const k = `${index}:${tpKey(tp.topic, tp.partition)}`;
         let u = this.#upstream.get(k);
         if (!u) this.#upstream.set(k, (u = { ownedSince: now }));
-        const idle = now - (u.seenAt ?? u.ownedSince) > this.#plan.settings.idlePartitionMs;
+        // Idle: no rows for a while, and nothing left to read (or the whole loop gets nothing). A
+        // partition with lag is only slow: declaring it idle would make its rows late downstream.
+        const idle = now - (u.seenAt ?? u.ownedSince) > idleMs && (loopQuietMs > idleMs || this.#caughtUp(session, tp));
         if (u.max === undefined && !idle) continue;
         const changed = !u.sent || u.sent.watermark !== u.max || u.sent.idle !== idle;
         if (u.sent && now - u.sent.at < (changed ? WATERMARK_CHANGED_MS : WATERMARK_REPEAT_MS)) continue;
@@ -652,6 +665,44 @@ export class ConsumerLoop {
       }
     }
     if (out.length) await this.#send(session, out);
+  }
+
+  /** Committed offsets of upstream partitions not read yet this session (for `#caughtUp`); asked at most every 2 s. */
+  readonly #startOffsets = new Map<string, bigint>();
+  #startOffsetsAt = 0;
+
+  /** Whether a partition has nothing left to read: its next offset has reached its (read_committed) end. */
+  #caughtUp(session: Session, tp: TopicPartition): boolean {
+    const k = tpKey(tp.topic, tp.partition);
+    const end = this.#ends.get(k);
+    if (end === undefined) return false;
+    if (end === 0n) return true;
+    const position = this.#positionOf(session, k);
+    return position !== undefined && position >= end;
+  }
+
+  /** The next offset to read of a partition: processed this session, else its committed offset (looked up, at most every 2 s). */
+  #positionOf(session: Session, k: string): bigint | undefined {
+    const position = this.#positions.get(k) ?? this.#startOffsets.get(k);
+    if (position === undefined && Date.now() - this.#startOffsetsAt >= END_OFFSETS_INTERVAL_MS) {
+      this.#startOffsetsAt = Date.now();
+      const topics = [...new Set(session.consumer.owned().map((tp) => tp.topic))];
+      void session.admin.committedOffsets(this.#plan.groupId, topics).then((offsets) => {
+        for (const o of offsets) if (o.offset >= 0n) this.#startOffsets.set(tpKey(o.topic, o.partition), o.offset);
+      }, () => {});
+    }
+    return position;
+  }
+
+  /** An owned partition ("topic:partition") whose known position is below its known end, if any. */
+  #lagging(session: Session): string | undefined {
+    for (const tp of session.consumer.owned()) {
+      const k = tpKey(tp.topic, tp.partition);
+      const end = this.#ends.get(k);
+      const position = this.#positionOf(session, k);
+      if (end !== undefined && position !== undefined && position < end) return `${tp.topic}:${tp.partition}`;
+    }
+    return undefined;
   }
 
   /** Queues a poison row for the input's dead-letter topic. True when it was queued. */

@@ -147,7 +147,14 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
     const run = startCli(["run", file], { env });
     runs.push(run);
     const before = lastRecord(run.records)?.metrics?.consumed ?? 0;
-    await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) > before + 500 + Math.random() * 3000 || run.child.exitCode !== null, 90_000, "progress before the kill");
+    try {
+      await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) > before + 500 + Math.random() * 3000 || run.child.exitCode !== null, 90_000, "progress before the kill");
+    } catch (error) {
+      console.log(`=== run ${i + 1} made no progress\n` + run.lines.filter((l) => !l.startsWith("{")).slice(-60).join("\n") + "\n" + JSON.stringify(lastRecord(run.records)?.metrics ?? {}));
+      run.child.kill("SIGKILL");
+      await collector?.stop();
+      throw error;
+    }
     collector ??= (await partitionCount(output)) !== undefined ? collect(output) : undefined;
     run.child.kill("SIGKILL");
     await run.exited;
@@ -155,16 +162,24 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
   }
   const final = startCli(["run", file], { env });
   collector ??= (await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "output topic"), collect(output));
-  await waitFor(() => workload.judge(collector!.records).done, 180_000, `every expected ${workload.kind} output`);
+  const dumpRuns = () => {
+    for (const [i, run] of [...runs, final].entries()) console.log(`=== run ${i + 1}\n` + run.lines.filter((l) => !l.startsWith("{")).slice(-40).join("\n") + "\n" + JSON.stringify(lastRecord(run.records)?.metrics ?? {}));
+  };
+  try {
+    await waitFor(() => workload.judge(collector!.records).done, 180_000, `every expected ${workload.kind} output`);
+  } catch (error) {
+    dumpRuns();
+    final.child.kill("SIGKILL");
+    await collector!.stop();
+    throw error;
+  }
   // Let any duplicate show up before judging.
   await new Promise((r) => setTimeout(r, 2000));
   final.child.kill("SIGTERM");
   expect(await final.exited).toBe(0);
   const out = await collector!.stop();
-  if (process.env.FV_DEBUG_DUPS) {
-    for (const run of [...runs, final]) console.log("=== run\n" + run.lines.filter((l) => !l.startsWith("{")).join("\n"));
-  }
   const { done: _, ...verdict } = workload.judge(out);
+  if (process.env.FV_DEBUG_DUPS || ("duplicates" in verdict && verdict.duplicates)) dumpRuns();
   return { killed, ...verdict, final: lastRecord(final.records)! };
 }
 

@@ -30,6 +30,7 @@ const RECORD: BuildRecord = {
     checkpointFailures: 3,
     checkpointTimeouts: 1,
     restarts: 1,
+    stallRestarts: 0,
     late: 0,
     repartitioned: 0,
     restoredRecords: 0,
