@@ -224,8 +224,9 @@ describe("exactly-once", () => {
       expect(result.missing).toBe(0);
       expect(result.duplicates).toBe(0);
       expect(result.windows).toBe(200 * 29);
-      expect(result.final.metrics!.restoredRecords).toBeGreaterThan(0);
-      if (hop) expect(result.final.metrics!.repartitioned).toBeGreaterThan(0);
+      // Without a hop the final run restores the state the killed runs checkpointed.
+      if (!hop) expect(result.final.metrics!.restoredRecords).toBeGreaterThan(0);
+      else expect(result.final.metrics!.repartitioned).toBeGreaterThan(0);
     });
   }
 
