@@ -179,17 +179,21 @@ export class OperatorTasks {
     heard.set(source, { watermark: kept, idle });
   }
 
-  /** The watermark of one repartition partition: min over non-idle upstream partitions; undefined until every one was heard. */
+  /** The watermark of one repartition partition: min over non-idle upstream partitions (all idle: over all); undefined until every one was heard. */
   #hopWatermark(stage: CompiledStage, partition: number): number | undefined {
     const heard = this.#heard.get(`${stage.index}:${partition}`);
     if (!heard) return undefined;
-    let watermark = Infinity;
+    let active = Infinity;
+    let all = Infinity;
     for (const source of this.#upstreamOf.get(stage.index)!) {
       const h = heard.get(source);
       if (!h) return undefined;
-      if (h.idle || h.watermark === null) continue;
-      watermark = Math.min(watermark, h.watermark);
+      if (h.watermark === null) continue;
+      all = Math.min(all, h.watermark);
+      if (!h.idle) active = Math.min(active, h.watermark);
     }
+    // Every source idle: nothing is on its way, so the least of what they announced holds.
+    const watermark = active !== Infinity ? active : all;
     return watermark === Infinity ? undefined : watermark;
   }
 
