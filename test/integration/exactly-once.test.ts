@@ -139,6 +139,7 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
     STREAM_IDLE_PARTITION_MS: "3000",
     // A stable instance id: each restart fences the killed predecessor's open transaction at once.
     STREAM_INSTANCE_ID: "crash-test",
+    ...(process.env.FV_DEBUG_LOOP ? { FV_DEBUG_LOOP: "1", STREAM_LOG_LEVEL: "debug" } : {}),
   };
   let collector: ReturnType<typeof collect> | undefined;
   let killed = 0;
