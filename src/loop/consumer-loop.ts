@@ -140,6 +140,8 @@ export class ConsumerLoop {
   #checkpointNow = false;
   /** Exactly-once: partitions with records in the open transaction. */
   readonly #txPartitions = new Set<string>();
+  /** Exactly-once: the group generation the open transaction's first batch was processed in. */
+  #txGeneration: number | undefined;
   /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
   #revokedMidTransaction = false;
   #error: FvError | undefined;
@@ -609,7 +611,10 @@ export class ConsumerLoop {
       }
     }
     // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
-    if (session.tx) for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
+    if (session.tx) {
+      if (this.#txPartitions.size === 0) this.#txGeneration = session.consumer.generation?.();
+      for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
+    }
     if (DEBUG_LOOP) this.#log("debug", `batch: sending ${out.length}`);
     await this.#send(session, out);
     if (DEBUG_LOOP) this.#log("debug", "batch: sent");
@@ -785,6 +790,12 @@ export class ConsumerLoop {
     const owned = new Set(session.consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
     for (const k of this.#txPartitions) if (!owned.has(k)) this.#revokedMidTransaction = true;
     if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
+    // A rebalance since the transaction's first batch (even one that gave the same partitions
+    // back, e.g. after a pause): another member may have processed these records meanwhile.
+    const generation = session.consumer.generation?.();
+    if (this.#txPartitions.size > 0 && generation !== undefined && this.#txGeneration !== undefined && generation !== this.#txGeneration) {
+      throw new FvError("KAFKA_FENCED", `the group moved from generation ${this.#txGeneration} to ${generation} during the transaction: aborting it and rejoining`);
+    }
     const offsets = this.#takeCommittable(session);
     const changelog = session.tasks.drainChangelog();
     if (!tx.inTransaction && offsets.length === 0 && changelog.length === 0) return;
@@ -809,6 +820,7 @@ export class ConsumerLoop {
     addCounters(this.counters, this.#uncommitted);
     this.#uncommitted = emptyCounters();
     this.#txPartitions.clear();
+    this.#txGeneration = undefined;
     this.#markCommitted(offsets);
   }
 

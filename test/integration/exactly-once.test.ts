@@ -129,7 +129,17 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
   const input = `${name}-in`;
   const output = `${name}-out`;
   await createTopic(input, 4);
-  await produce(workload.input(input));
+  // A fifth of the input first, the rest fed on while the kills go on: every kill hits a
+  // pipeline under load, however fast it catches up.
+  const all = workload.input(input);
+  const head = Math.floor(all.length / 5);
+  await produce(all.slice(0, head));
+  const feeding = (async () => {
+    for (let i = head; i < all.length; i += 1000) {
+      await produce(all.slice(i, Math.min(all.length, i + 1000)));
+      await new Promise((r) => setTimeout(r, 150));
+    }
+  })();
   const file = workload.pipeline(name, input, output);
   const env = {
     ...FAST_GROUP,
@@ -161,6 +171,7 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
     await run.exited;
     killed++;
   }
+  await feeding;
   const final = startCli(["run", file], { env });
   collector ??= (await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "output topic"), collect(output));
   const dumpRuns = () => {
