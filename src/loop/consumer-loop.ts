@@ -466,7 +466,7 @@ export class ConsumerLoop {
       for (let r = 0; r < routes.length; r++) {
         const route = routes[r]!;
         if (route.fromHop && record.headers.some(([name]) => name === HOP_WATERMARK_HEADER)) {
-          const { source, watermark, idle } = JSON.parse(new TextDecoder().decode(record.value!)) as { source: string; watermark: number | null; idle: boolean };
+          const { source, watermark, idle } = JSON.parse(textDecoder.decode(record.value!)) as { source: string; watermark: number | null; idle: boolean };
           session.tasks.hearWatermark(route.stage, record.partition, source, watermark, idle);
           continue;
         }
@@ -881,9 +881,11 @@ export class ConsumerLoop {
   }
 }
 
+const textDecoder = new TextDecoder();
+
 function headerText(record: InboundRecord, name: string): string | undefined {
   const header = record.headers.find(([n]) => n === name);
-  return header ? new TextDecoder().decode(header[1]) : undefined;
+  return header ? textDecoder.decode(header[1]) : undefined;
 }
 
 function hopSource(record: InboundRecord): { key: string; offset: bigint } | undefined {
