@@ -146,6 +146,8 @@ export class ConsumerLoop {
   #revokedMidTransaction = false;
   #error: FvError | undefined;
   #backgroundError: FvError | undefined;
+  /** Batches processed by the current session (a failed session that made progress resets the restart count). */
+  #sessionBatches = 0;
 
   constructor(plan: LoopPlan, client: KafkaClient, log: Logger) {
     this.#plan = plan;
@@ -265,6 +267,8 @@ export class ConsumerLoop {
       } catch (error) {
         const failure = asFvError(error);
         const recovery = recoveryOf(failure);
+        // Consecutive: a session that processed records before it failed starts the count again.
+        if (this.#sessionBatches > 0) restarts = 0;
         if (recovery === "fatal" || recovery === "corrupted" || this.#stopRequested || ++restarts > MAX_CONSECUTIVE_RESTARTS) {
           this.#error = failure;
           this.#log("error", `consumer loop failed: ${failure.message}`, { code: failure.code });
@@ -290,6 +294,7 @@ export class ConsumerLoop {
     const plan = this.#plan;
     const { settings } = plan;
     const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
+    this.#sessionBatches = 0;
     this.#pending.clear();
     this.#committed.clear();
     this.#positions.clear();
@@ -383,6 +388,7 @@ export class ConsumerLoop {
         if (DEBUG_LOOP) this.#log("debug", `poll: ${records.length} records`);
         if (records.length > 0) {
           await this.#processBatch(session, records);
+          this.#sessionBatches++;
           lastRecord = now;
         } else if (now - lastRecord >= STALL_RESTART_MS && (this.#lagging(session) || now - this.#endsAnsweredAt >= STALL_RESTART_MS)) {
           this.counters.stallRestarts++;
