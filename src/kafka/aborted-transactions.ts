@@ -9,7 +9,7 @@
  * changelog entries in restored state). It also let through an aborted transaction whose marker
  * fell beyond the response's size limit.
  *
- * This applies the rule of Kafka's own consumer on top of the library's filter: walk the batches
+ * This applies the rule of Kafka's own consumer instead of the library's filter: walk the batches
  * in offset order; a producer enters the aborted set when a listed aborted transaction of it
  * starts at or before the batch, and leaves it at its abort marker; a transactional data batch of
  * a producer in the set is aborted. An aborted batch keeps its offsets but loses its records, so
@@ -68,27 +68,39 @@ export function dropAbortedRecords(response: FetchResponse): number {
   return removed;
 }
 
-// deno-lint-ignore no-explicit-any
-type FetchCallback = (error: unknown, response?: any) => void;
-
 /**
- * Makes one library consumer's fetches read-committed correctly: its `fetch` (which the message
- * stream calls) passes every response through `dropAbortedRecords` first.
+ * Makes one library consumer read committed data correctly: every Fetch response is filtered
+ * here, by the rule above, before the library sees it, and its aborted-transaction list is then
+ * emptied, so the library's own filter (which also throws on an abort marker of a transaction
+ * that started before the fetched range) never runs. The hook is the client's protocol-API
+ * lookup, found by its symbol's description; a library version without it is refused loudly.
  */
 // deno-lint-ignore no-explicit-any
-export function filterAbortedTransactions(consumer: { fetch: (...args: any[]) => any }): void {
-  const original = consumer.fetch.bind(consumer);
+export function filterAbortedTransactions(consumer: any): void {
+  const kGetApi = findSymbol(consumer, "plt.kafka.base.getApi");
+  if (!kGetApi) throw new Error("@platformatic/kafka changed: its protocol-API lookup (plt.kafka.base.getApi) is gone; the read_committed fix in src/kafka/aborted-transactions.ts needs a new hook");
+  const getApi = consumer[kGetApi].bind(consumer);
   // deno-lint-ignore no-explicit-any
-  consumer.fetch = (options: any, callback?: FetchCallback) => {
-    if (!callback) {
-      return Promise.resolve(original(options)).then((response) => {
-        dropAbortedRecords(response);
-        return response;
+  consumer[kGetApi] = (name: string, callback: (error: unknown, api?: any) => void) =>
+    getApi(name, (error: unknown, api: unknown) => {
+      if (error || name !== "Fetch" || typeof api !== "function") return callback(error, api);
+      callback(null, (...args: unknown[]) => {
+        const done = args.pop() as (error: unknown, response?: FetchResponse) => void;
+        return (api as (...a: unknown[]) => unknown)(...args, (fetchError: unknown, response?: FetchResponse) => {
+          if (!fetchError && response) {
+            dropAbortedRecords(response);
+            for (const topic of response.responses) for (const partition of topic.partitions) partition.abortedTransactions = [];
+          }
+          done(fetchError, response);
+        });
       });
-    }
-    return original(options, (error: unknown, response?: FetchResponse) => {
-      if (!error && response) dropAbortedRecords(response);
-      callback(error, response);
     });
-  };
+}
+
+function findSymbol(object: object, description: string): symbol | undefined {
+  for (let o: object | null = object; o; o = Object.getPrototypeOf(o)) {
+    const found = Object.getOwnPropertySymbols(o).find((s) => s.description === description);
+    if (found) return found;
+  }
+  return undefined;
 }

@@ -237,9 +237,10 @@ describe("exactly-once", () => {
       expect(result.missing).toBe(0);
       expect(result.duplicates).toBe(0);
       expect(result.windows).toBe(200 * 29);
-      // The restarted runs restored the state the killed ones checkpointed.
-      expect(result.restored).toBeGreaterThan(0);
-      if (hop) expect(result.final.metrics!.guarantee).toBe("exactly-once");
+      // Without a hop, the restarted runs restored the state the killed ones checkpointed (with
+      // one, whether a killed run got as far as checkpointing downstream state depends on timing).
+      if (!hop) expect(result.restored).toBeGreaterThan(0);
+      else expect(result.final.metrics!.guarantee).toBe("exactly-once");
     });
   }
 
