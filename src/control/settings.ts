@@ -40,6 +40,8 @@ export interface Settings {
   stateMaxKeys: number;
   /** What happens to rows that arrive after their window closed: dropped, or dead-lettered. */
   lateRows: "drop" | "deadLetter";
+  /** The Kafka adapter: librdkafka on Node when it loads (auto), or one named. */
+  kafkaClient: "auto" | "platformatic" | "confluent";
 }
 
 const int = (name: string, min: number) =>
@@ -70,6 +72,10 @@ const schema = v.object({
   STREAM_IDLE_PARTITION_MS: v.optional(int("STREAM_IDLE_PARTITION_MS", 100), "10000"),
   STREAM_STATE_MAX_KEYS: v.optional(int("STREAM_STATE_MAX_KEYS", 1), "1000000"),
   STREAM_LATE_ROWS: v.optional(v.picklist(["drop", "deadLetter"], "STREAM_LATE_ROWS must be drop or deadLetter"), "drop"),
+  STREAM_KAFKA_CLIENT: v.optional(
+    v.picklist(["auto", "platformatic", "confluent"], "STREAM_KAFKA_CLIENT must be auto, platformatic (pure JS) or confluent (librdkafka, Node only)"),
+    "auto",
+  ),
 });
 
 /** Every setting with its meaning and default, for the README and `--help`. */
@@ -91,6 +97,7 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_IDLE_PARTITION_MS", "an input partition without rows this long stops holding a stateful stage's watermark back", "10000"],
   ["STREAM_STATE_MAX_KEYS", "most live state keys per stateful stage and partition; more fails the stream with a clear error", "1000000"],
   ["STREAM_LATE_ROWS", "drop | deadLetter: rows older than their window's close are counted, then dropped or dead-lettered", "drop"],
+  ["STREAM_KAFKA_CLIENT", "auto | platformatic | confluent: the Kafka client; auto = librdkafka on Node when its addon loads, else the pure-JS client", "auto"],
 ];
 
 /**
@@ -133,5 +140,6 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     idlePartitionMs: s.STREAM_IDLE_PARTITION_MS,
     stateMaxKeys: s.STREAM_STATE_MAX_KEYS,
     lateRows: s.STREAM_LATE_ROWS,
+    kafkaClient: s.STREAM_KAFKA_CLIENT,
   };
 }

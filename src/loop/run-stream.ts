@@ -2,7 +2,7 @@ import { parseSettings, type Settings } from "../control/settings.ts";
 import { compileTopology } from "../control/topology.ts";
 import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type TopicBinding, type Topology } from "../control/types.ts";
 import { FvError } from "../errors.ts";
-import { loadKafkaClient } from "../kafka/clients.ts";
+import { loadKafkaClient, resolveKafkaClient } from "../kafka/clients.ts";
 import type { TopicSpec } from "../kafka/port.ts";
 import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./compute-runtime.ts";
 import { addCounters, emptyCounters } from "./counters.ts";
@@ -14,7 +14,7 @@ import { groupIdOf, type LoopPlan, stateTopicOf } from "./plan.ts";
 export interface RunStreamOptions {
   /** Engine settings; default: parsed from an empty environment (all defaults). */
   settings?: Settings;
-  /** Kafka adapter name; default "platformatic". */
+  /** Kafka adapter name (auto, platformatic, confluent); default: the settings' STREAM_KAFKA_CLIENT. */
   kafkaClient?: string;
   log?: Logger;
   /** Aborting it starts the ordered shutdown at once, without waiting for the next heartbeat. */
@@ -77,6 +77,8 @@ export async function runStream(
   /** The stage graph, for status pages: `{ index, inputs, output, steps: [op, ...] }`. */
   let stages: Array<{ index: number; inputs: string[]; output: string; steps: string[] }> | undefined;
   let lastRate = { at: Date.now(), consumed: 0, perSecond: 0 };
+  /** The adapter in use, once `auto` is resolved (the build record names it). */
+  let kafkaClient = options.kafkaClient ?? options.settings?.kafkaClient ?? "auto";
 
   const snapshot = (status: BuildStatus, error?: string): BuildRecord => {
     const counters = emptyCounters();
@@ -95,7 +97,7 @@ export async function runStream(
         ...counters,
         consumers: handles.length,
         guarantee,
-        kafkaClient: options.kafkaClient ?? "platformatic",
+        kafkaClient,
         partitions: handles.flatMap((h) => h.owned()).sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition),
         recordsPerSecond: lastRate.perSecond,
       },
@@ -117,10 +119,13 @@ export async function runStream(
   let plan: StreamPlan;
   try {
     settings = options.settings ?? parseSettings({});
+    const resolved = await resolveKafkaClient(options.kafkaClient ?? settings.kafkaClient);
+    kafkaClient = resolved.name;
+    log("info", `kafka client: ${resolved.name} (${resolved.detail})`, { pipeline, kafkaClient: resolved.name });
     guarantee = settings.exactlyOnce ? "exactly-once" : "at-least-once";
     plan = await planStream(host, pipeline, { compute: options.compute });
     stages = plan.topology.stages.map((s, index) => ({ index, inputs: s.inputs, output: s.output, steps: s.steps.map((step) => step.op) }));
-    await prepareTopics(plan, settings, options.kafkaClient ?? "platformatic", pipeline);
+    await prepareTopics(plan, settings, kafkaClient, pipeline);
   } catch (error) {
     const message = (error as Error)?.message ?? String(error);
     log("error", message, { pipeline });
@@ -135,7 +140,7 @@ export async function runStream(
     topology: plan.topology,
     bindings: plan.bindings,
     settings,
-    kafkaClient: options.kafkaClient ?? "platformatic",
+    kafkaClient,
     consumerIndex,
     instanceId,
     compute: options.compute,
