@@ -47,7 +47,6 @@ const ERR = {
   QUEUE_FULL: -184,
   TIMED_OUT: -185,
   TRANSPORT: -195,
-  STATE: -172,
   FENCED: -144,
   MAX_POLL_EXCEEDED: -147,
   OFFSET_INVALID: -1001,
@@ -89,7 +88,7 @@ function classify(error: unknown, what: string): FvError {
   const text = e?.message ?? String(error);
   const code: number | undefined = typeof e?.code === "number" ? e.code : undefined;
   const fenced = (code !== undefined && FENCED_CODES.has(code)) || /fenced/i.test(text);
-  const retryable = e?.isRetriable || e?.isTxnRequiresAbort || code === ERR.TIMED_OUT || code === ERR.TRANSPORT || code === ERR.STATE;
+  const retryable = e?.isRetriable || e?.isTxnRequiresAbort || code === ERR.TIMED_OUT || code === ERR.TRANSPORT;
   const fvCode = fenced ? "KAFKA_FENCED" : retryable ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   return new FvError(fvCode, `${what} failed: ${text}${code !== undefined ? ` (librdkafka ${code})` : ""}`, { cause: error });
 }
@@ -453,6 +452,8 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
       ...producerConfig(brokers, clientId),
       "transactional.id": transactionalId,
       "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+      // librdkafka requires a record's delivery timeout within the transaction's.
+      ...({ "message.timeout.ms": TRANSACTION_TIMEOUT_MS } as Rd.ProducerGlobalConfig),
     });
     this.#producer.on("delivery-report", onDelivery);
   }
