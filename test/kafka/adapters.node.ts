@@ -4,7 +4,7 @@
  * to read, message offset + 1), abort, state reads and end offsets.
  *
  * Node's own runner (node:test), because the librdkafka addon loads on Node only. scripts/test.sh
- * compiles it with tsconfig.node-test.json and runs `node --test`. FV_TEST_ADAPTERS narrows the
+ * compiles it with tsconfig.node.json and runs `node --test`. FV_TEST_ADAPTERS narrows the
  * adapters (comma-separated); without the addon the confluent suite is skipped with its reason.
  */
 import assert from "node:assert/strict";
@@ -188,6 +188,48 @@ for (const adapter of ADAPTERS) {
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
       assert.deepEqual(values(await admin.readPartition(output, 0)), ["committed"]);
       assert.deepEqual(await admin.committedOffsets(group, [input]), [{ topic: input, partition: 0, offset: -1n }]);
+    });
+
+    test("a second member takes half the partitions: the first is told what it lost, and partition p of both topics stays together", async () => {
+      const a = await topicWith(4);
+      const b = await topicWith(4);
+      const group = uniqueName("fv-port-rebalance");
+      const events: Array<{ who: string; assigned: number; revoked: number; owned: string[] }> = [];
+      let rebalances = 0;
+      const member = (who: string) =>
+        track(k().consumer({
+          groupId: group,
+          clientId: `fv-port-${who}`,
+          topics: [a, b],
+          offsetReset: "earliest",
+          listener: {
+            onRebalance: () => void rebalances++,
+            onAssignment: ({ assigned, revoked, owned }) =>
+              void events.push({ who, assigned: assigned.length, revoked: revoked.length, owned: owned.map((tp) => `${tp.topic === a ? "a" : "b"}${tp.partition}`).sort() }),
+          },
+        }));
+      const first = member("first");
+      await first.start();
+      await pollUntil(first, 1, 8000).catch(() => []);
+      assert.equal(first.owned().length, 8);
+      const second = member("second");
+      await second.start();
+      // Both keep polling (the group needs both to rejoin) until the partitions are split.
+      const until = Date.now() + 30_000;
+      while (Date.now() < until && (first.owned().length !== 4 || second.owned().length !== 4)) {
+        await Promise.all([first.poll(100, 100), second.poll(100, 100)]);
+      }
+      const owned = (c: GroupConsumer) => c.owned().map((tp) => `${tp.topic === a ? "a" : "b"}${tp.partition}`).sort();
+      assert.equal(first.owned().length, 4);
+      assert.equal(second.owned().length, 4);
+      assert.deepEqual([...owned(first), ...owned(second)].sort(), ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"]);
+      for (const c of [first, second]) {
+        const ps = c.owned();
+        for (const tp of ps) assert.ok(ps.some((o) => o.topic !== tp.topic && o.partition === tp.partition), `partition ${tp.partition} of both topics in one member`);
+      }
+      assert.ok(rebalances >= 1, "the first member was told a rebalance started");
+      const lastOfFirst = events.filter((e) => e.who === "first").at(-1)!;
+      assert.deepEqual(lastOfFirst, { who: "first", assigned: 0, revoked: 4, owned: owned(first) });
     });
 
     test("a second transactional producer with the same id fences the first", async () => {
