@@ -42,6 +42,8 @@ function engineFromEnv(value: string | undefined): TestEngine {
 }
 
 export const TEST_ENGINE: TestEngine = engineFromEnv(process.env.FV_TEST_ENGINE || undefined);
+/** The client a run of the test engine reports in its build record (Bun's auto is the pure-JS one). */
+export const ENGINE_KAFKA_CLIENT = TEST_ENGINE.kafkaClient ?? "platformatic";
 
 function commandFor(runtime: Runtime, args: string[]): string[] {
   if (runtime === "bun") return [BUN, MAIN, ...args];
