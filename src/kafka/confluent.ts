@@ -152,6 +152,9 @@ class ConfluentConsumer implements GroupConsumer {
   #revokePending = false;
   /** Commits in flight: a revoke waits for them, so they land in the generation they belong to. */
   readonly #commits = new Set<Promise<void>>();
+  /** Admin requests in flight; close waits for them before it frees the native handles. */
+  readonly #adminCalls = new Set<Promise<void>>();
+  readonly #brokers: string[];
   #error: unknown;
   #started = false;
   #closed = false;
@@ -159,6 +162,7 @@ class ConfluentConsumer implements GroupConsumer {
   constructor(lib: Library, brokers: string[], options: ConsumerOptions) {
     this.#lib = lib;
     this.#options = options;
+    this.#brokers = brokers;
     const sessionTimeout = options.sessionTimeoutMs ?? SESSION_TIMEOUT_MS;
     this.#consumer = new lib.KafkaConsumer({
       "bootstrap.servers": brokers.join(","),
@@ -290,9 +294,16 @@ class ConfluentConsumer implements GroupConsumer {
   }
 
   async endOffsets(): Promise<CommitOffset[]> {
+    if (this.#closed) return [];
+    // An admin client of its own: one derived from the consumer's handle (createFrom) crashed the
+    // process when the consumer closed while a request was in flight.
+    this.#admin ??= this.#lib.AdminClient.create({ "bootstrap.servers": this.#brokers.join(","), "client.id": `${this.#options.clientId}-offsets` });
+    const request = latestOffsets(this.#lib, this.#admin, this.#options.topics);
+    const tracked = request.then(() => {}, () => {});
+    this.#adminCalls.add(tracked);
+    void tracked.finally(() => this.#adminCalls.delete(tracked));
     try {
-      this.#admin ??= this.#lib.AdminClient.createFrom(this.#consumer);
-      return await latestOffsets(this.#lib, this.#admin, this.#options.topics);
+      return await request;
     } catch (error) {
       throw classify(error, "listing end offsets");
     }
@@ -301,7 +312,7 @@ class ConfluentConsumer implements GroupConsumer {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await Promise.allSettled([...this.#commits]);
+    await Promise.allSettled([...this.#commits, ...this.#adminCalls]);
     if (this.#revokePending) {
       try {
         this.#unassign();
@@ -556,6 +567,9 @@ class ConfluentAdmin implements Admin {
   readonly #brokers: string[];
   readonly #clientId: string;
   readonly #admin: Rd.IAdminClient;
+  /** Requests in flight; close waits for them before it frees the native handle. */
+  readonly #calls = new Set<Promise<void>>();
+  #closed = false;
 
   constructor(lib: Library, brokers: string[], clientId: string) {
     this.#lib = lib;
@@ -564,15 +578,31 @@ class ConfluentAdmin implements Admin {
     this.#admin = lib.AdminClient.create({ "bootstrap.servers": brokers.join(","), "client.id": clientId });
   }
 
-  async partitionCounts(topics: string[]): Promise<Map<string, number | undefined>> {
-    try {
-      return await partitionCountsOf(this.#admin, topics);
-    } catch (error) {
-      throw classify(error, `describing topics ${topics.join(", ")}`);
-    }
+  /** Runs one request, tracked so close waits for it; after close, requests fail cleanly. */
+  #track<T>(what: string, request: () => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new FvError("KAFKA_FATAL", `${what}: the admin client is closed`));
+    const running = request();
+    const tracked = running.then(() => {}, () => {});
+    this.#calls.add(tracked);
+    void tracked.finally(() => this.#calls.delete(tracked));
+    return running;
   }
 
-  async createTopics(specs: TopicSpec[]): Promise<void> {
+  partitionCounts(topics: string[]): Promise<Map<string, number | undefined>> {
+    return this.#track("describing topics", async () => {
+      try {
+        return await partitionCountsOf(this.#admin, topics);
+      } catch (error) {
+        throw classify(error, `describing topics ${topics.join(", ")}`);
+      }
+    });
+  }
+
+  createTopics(specs: TopicSpec[]): Promise<void> {
+    return this.#track("creating topics", () => this.#createTopics(specs));
+  }
+
+  async #createTopics(specs: TopicSpec[]): Promise<void> {
     const counts = await this.partitionCounts(specs.map((s) => s.topic));
     for (const spec of specs) {
       if (counts.get(spec.topic) !== undefined) continue;
@@ -596,7 +626,11 @@ class ConfluentAdmin implements Admin {
    * Every record of one partition, read_committed: a consumer without a group assigned to the
    * partition from its start reads until its position reaches the end offset read before.
    */
-  async readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+  readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+    return this.#track("reading a partition", () => this.#readPartition(topic, partition));
+  }
+
+  async #readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
     const out: InboundRecord[] = [];
     const [end] = (await latestOffsets(this.#lib, this.#admin, [topic]).catch((error) => {
       throw classify(error, `reading the end of ${topic}[${partition}]`);
@@ -636,8 +670,14 @@ class ConfluentAdmin implements Admin {
     }
   }
 
-  async committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
-    const counts = await this.partitionCounts(topics);
+  committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
+    return this.#track("reading committed offsets", () => this.#committedOffsets(groupId, topics));
+  }
+
+  async #committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
+    const counts = await partitionCountsOf(this.#admin, topics).catch((error) => {
+      throw classify(error, `describing topics ${topics.join(", ")}`);
+    });
     const partitions: Rd.TopicPartition[] = [];
     for (const [topic, count] of counts) for (let partition = 0; partition < (count ?? 0); partition++) partitions.push({ topic, partition });
     if (partitions.length === 0) return [];
@@ -656,6 +696,9 @@ class ConfluentAdmin implements Admin {
   }
 
   async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#calls]);
     this.#admin.disconnect();
   }
 }
