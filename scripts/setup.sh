@@ -50,7 +50,7 @@ if [ ! -f "$addon_stamp" ]; then
     echo "no: $reason" >"$addon_stamp"
   fi
   case "$(cat "$addon_stamp")" in
-    no:*) echo "setup: the librdkafka addon is not available ($(cut -c5- "$addon_stamp")); Node uses the pure-JS client, Bun and Deno are unaffected" >&2 ;;
+    no:*) echo "setup: the librdkafka addon is not available ($(cut -c5- "$addon_stamp")); Node uses the pure-JS client, Bun and Deno are unaffected; to build it: CKJS_LINKING=dynamic npm rebuild @confluentinc/kafka-javascript" >&2 ;;
   esac
 fi
 
