@@ -406,7 +406,9 @@ function producerConfig(brokers: string[], clientId: string): Rd.ProducerGlobalC
     "client.id": clientId,
     // Idempotent (which implies acks=all): a retried send never writes a record twice or out of order.
     "enable.idempotence": true,
-    "linger.ms": 5,
+    // No linger: the loop hands over a whole batch at once and waits for its acks, so waiting for
+    // more records only adds latency (a 1000-record send: 187k rec/s at 0 ms, 77k at 5 ms here).
+    "linger.ms": 0,
     // A topic-level property; librdkafka takes it in the global config as the default.
     ...({ "message.timeout.ms": DELIVERY_TIMEOUT_MS } as Rd.ProducerGlobalConfig),
     "queue.buffering.max.messages": 1_000_000,
