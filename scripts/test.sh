@@ -21,7 +21,7 @@ run_bun() {
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || status=1
-  summary+=("$label: $(grep -E '^ *[0-9]+ (pass|fail|skip)$' "$log" | tr -s ' \n' ' ')")
+  summary+=("$label: $(grep -aE '^ *[0-9]+ (pass|fail|skip)$' "$log" | tr -s ' \n' ' ')")
 }
 
 if [[ " $ENGINES " == *" bun "* ]]; then
@@ -56,7 +56,7 @@ if [ ${#node_engines[@]} -gt 0 ]; then
   # The port suite: the same tests for each adapter, on Node.
   FV_TEST_ADAPTERS=$adapters node --test --test-reporter=spec .fv/node/test/kafka/*.node.js 2>&1 | tee "$log"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
-  summary+=("node port suite ($adapters): $(grep -E '^ℹ (pass|fail|skipped) ' "$log" | tr -s ' \n' ' ')")
+  summary+=("node port suite ($adapters): $(grep -aE '^ℹ (pass|fail|skipped) ' "$log" | tr -s ' \n' ' ')")
   for engine in "${node_engines[@]}"; do
     [ -n "$engine" ] || continue
     for file in test/integration/*.test.ts; do
