@@ -9,7 +9,7 @@ interface Task {
   stage: CompiledStage;
   partition: number;
   op: Operator;
-  /** Next input offset per topic already folded into the state (restored, then advanced). */
+  /** Next input offset per topic (or per upstream "topic:partition" through a hop) already folded into the state. */
   covered: Map<string, bigint>;
   /** Whether `covered` moved since the last changelog. */
   offsetsDirty: boolean;
@@ -53,6 +53,10 @@ export class OperatorTasks {
   readonly #ownedSince = new Map<string, number>();
   /** The loop's counters: late rows, restore figures and live state size are kept there. */
   readonly counters: TaskCounters;
+  /** Stages fed through a repartition topic: every upstream partition ("topic:partition") that feeds them. */
+  readonly #upstreamOf = new Map<number, readonly string[]>();
+  /** Per (stage, repartition partition): the latest watermark heard from each upstream partition. */
+  readonly #heard = new Map<string, Map<string, { watermark: number | null; idle: boolean }>>();
 
   constructor(stages: readonly CompiledStage[], admin: Admin, options: OperatorTaskOptions, counters: TaskCounters) {
     this.#stages = stages.filter((s) => s.operator);
@@ -134,13 +138,17 @@ export class OperatorTasks {
    * covers this record (it was processed before a restart). Throws FvError POISON_ROW for a row
    * without a usable event time.
    */
-  process(task: Task, record: InboundRecord, row: Row, input: number): { rows: Row[]; late: Row[]; skipped: boolean } {
-    const next = record.offset + 1n;
-    if (record.offset < (task.covered.get(record.topic) ?? -1n)) return { rows: [], late: [], skipped: true };
+  process(task: Task, record: InboundRecord, row: Row, input: number, source?: { key: string; offset: bigint }): { rows: Row[]; late: Row[]; skipped: boolean } {
+    // A row read through a repartition hop is tracked by the upstream partition and offset it came
+    // from: a replay of the upstream (at-least-once, after a rebalance) then changes no state twice.
+    const coverKey = source?.key ?? record.topic;
+    const offset = source?.offset ?? record.offset;
+    const next = offset + 1n;
+    if (offset < (task.covered.get(coverKey) ?? -1n)) return { rows: [], late: [], skipped: true };
     const compiled = task.stage.operator!.compiled;
     const time = eventTimeOf(row, compiled.timeColumn);
     const out = task.op.process(row, time, input);
-    task.covered.set(record.topic, next);
+    task.covered.set(coverKey, next);
     task.offsetsDirty = true;
     const k = `${task.stage.index}:${record.topic}:${record.partition}`;
     const seen = this.#eventTimes.get(k);
@@ -148,6 +156,45 @@ export class OperatorTasks {
     else seen.seenAt = Date.now();
     this.counters.late += out.late.length;
     return { rows: out.rows, late: out.late, skipped: false };
+  }
+
+  /**
+   * Marks a stage as fed through a repartition topic by these upstream partitions. Its watermark
+   * is then the minimum of what each of them announced (`hearWatermark`), per repartition
+   * partition, not the event times its own rows carry: rows of every upstream partition meet in
+   * each repartition partition, and a fast one must not make a slow one's rows late.
+   */
+  setUpstream(stage: CompiledStage, upstream: readonly string[]): void {
+    this.#upstreamOf.set(stage.index, upstream);
+  }
+
+  /** A watermark record read from partition `partition` of a stage's repartition topic. */
+  hearWatermark(stage: CompiledStage, partition: number, source: string, watermark: number | null, idle: boolean): void {
+    const id = `${stage.index}:${partition}`;
+    let heard = this.#heard.get(id);
+    if (!heard) this.#heard.set(id, (heard = new Map()));
+    const before = heard.get(source);
+    // A source's watermark never goes back (a restarted upstream owner may announce less at first).
+    const kept = before?.watermark != null && (watermark === null || watermark < before.watermark) ? before.watermark : watermark;
+    heard.set(source, { watermark: kept, idle });
+  }
+
+  /** The watermark of one repartition partition: min over non-idle upstream partitions (all idle: over all); undefined until every one was heard. */
+  #hopWatermark(stage: CompiledStage, partition: number): number | undefined {
+    const heard = this.#heard.get(`${stage.index}:${partition}`);
+    if (!heard) return undefined;
+    let active = Infinity;
+    let all = Infinity;
+    for (const source of this.#upstreamOf.get(stage.index)!) {
+      const h = heard.get(source);
+      if (!h) return undefined;
+      if (h.watermark === null) continue;
+      all = Math.min(all, h.watermark);
+      if (!h.idle) active = Math.min(active, h.watermark);
+    }
+    // Every source idle: nothing is on its way, so the least of what they announced holds.
+    const watermark = active !== Infinity ? active : all;
+    return watermark === Infinity ? undefined : watermark;
   }
 
   /**
@@ -159,6 +206,16 @@ export class OperatorTasks {
     const fired: Array<{ stage: CompiledStage; rows: Row[] }> = [];
     for (const tp of owned) if (!this.#ownedSince.has(`${tp.topic}:${tp.partition}`)) this.#ownedSince.set(`${tp.topic}:${tp.partition}`, now);
     for (const stage of this.#stages) {
+      if (this.#upstreamOf.has(stage.index)) {
+        const rows: Row[] = [];
+        for (const task of this.#tasks.values()) {
+          if (task.stage !== stage) continue;
+          const watermark = this.#hopWatermark(stage, task.partition);
+          if (watermark !== undefined) rows.push(...task.op.advance(watermark - stage.operator!.compiled.allowedLatenessMs));
+        }
+        if (rows.length) fired.push({ stage, rows });
+        continue;
+      }
       let watermark = Infinity;
       let any = false;
       for (const tp of owned) {
@@ -222,11 +279,11 @@ export class OperatorTasks {
     return out;
   }
 
-  /** Live state of one partition number over the stateful stages (for the build record); undefined when none. */
-  sizeOf(partition: number): { keys: number; bytes: number } | undefined {
+  /** Live state fed by one partition of one topic, over the stateful stages (for the build record); undefined when none. */
+  sizeOf(topic: string, partition: number): { keys: number; bytes: number } | undefined {
     let size: { keys: number; bytes: number } | undefined;
     for (const task of this.#tasks.values()) {
-      if (task.partition !== partition) continue;
+      if (task.partition !== partition || !this.#stageTopics(task.stage).has(topic)) continue;
       const s = task.op.stateSize();
       size = { keys: (size?.keys ?? 0) + s.keys, bytes: (size?.bytes ?? 0) + s.bytes };
     }
@@ -239,12 +296,14 @@ export class OperatorTasks {
     this.#ownedPartitions = partitions;
     for (const [id, task] of this.#tasks) if (!partitions.has(task.partition)) this.#tasks.delete(id);
     for (const key of this.#eventTimes.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#eventTimes.delete(key);
+    for (const key of this.#heard.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#heard.delete(key);
   }
 
   /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */
   clear(): void {
     this.#tasks.clear();
     this.#eventTimes.clear();
+    this.#heard.clear();
     this.#ownedSince.clear();
   }
 }

@@ -21,6 +21,7 @@ describe("parseSettings", () => {
       idlePartitionMs: 10000,
       stateMaxKeys: 1000000,
       lateRows: "drop",
+      repartitionPartitions: 0,
       kafkaClient: "auto",
     });
   });
