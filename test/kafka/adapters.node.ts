@@ -232,6 +232,39 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(lastOfFirst, { who: "first", assigned: 0, revoked: 4, owned: owned(first) });
     });
 
+    test("aborted transactions stay invisible to group members and state reads: two of one producer, and one larger than a fetch", async () => {
+      const topic = await topicWith(1);
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-rc", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const rows = (tag: string, n: number, pad = 10) => Array.from({ length: n }, (_, i) => ({ topic, key: null, value: JSON.stringify({ tag, i, pad: "p".repeat(pad) }) }));
+      await tx.send(rows("aborted-1", 30));
+      await tx.abort();
+      await tx.send(rows("committed-1", 5));
+      await tx.commit();
+      await tx.send(rows("aborted-2", 30));
+      await tx.abort();
+      // About 3 MB in one transaction: more than one fetch of the partition.
+      await tx.send(rows("aborted-big", 3000, 1000));
+      await tx.abort();
+      await tx.send(rows("committed-2", 10));
+      await tx.commit();
+      const tally = (records: InboundRecord[]) => {
+        const counts: Record<string, number> = {};
+        for (const r of records) {
+          const tag = JSON.parse(text(r.value)!).tag as string;
+          counts[tag] = (counts[tag] ?? 0) + 1;
+        }
+        return counts;
+      };
+      const reader = consumerOf(uniqueName("fv-port-rc"), topic);
+      await reader.start();
+      const read = await pollUntil(reader, 15);
+      read.push(...(await pollFor(reader, 1500)));
+      assert.deepEqual(tally(read), { "committed-1": 5, "committed-2": 10 });
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(tally(await admin.readPartition(topic, 0)), { "committed-1": 5, "committed-2": 10 });
+    });
+
     test("a second transactional producer with the same id fences the first", async () => {
       const output = await topicWith(1);
       const id = uniqueName("fv-port-txid");
