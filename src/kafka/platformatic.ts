@@ -316,6 +316,10 @@ class PlatformaticConsumer implements GroupConsumer {
     void attempt(0).finally(() => admin.close().catch(() => {}));
   }
 
+  generation(): number {
+    return this.#consumer.generationId;
+  }
+
   /** Group metadata for transactional offset commits (KIP-447 fencing). */
   groupMetadata(): { groupId: string; generationId: number; memberId: string; coordinatorId: number } {
     const c = this.#consumer;

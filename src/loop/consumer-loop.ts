@@ -80,6 +80,7 @@ const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
  * client was seen to stop delivering some partitions' records (docs/ARCHITECTURE.md, known issues).
  */
 const STALL_RESTART_MS = 15_000;
+const DEBUG_LOOP = typeof process !== "undefined" && process.env?.FV_DEBUG_LOOP === "1";
 
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -131,16 +132,22 @@ export class ConsumerLoop {
   readonly #positions = new Map<string, bigint>();
   readonly #ends = new Map<string, bigint>();
   #endsAt = 0;
+  /** When end offsets last came back: a consumer whose requests stop answering is wedged. */
+  #endsAnsweredAt = 0;
   #commitChain: Promise<void> = Promise.resolve();
   #stopRequested = false;
   /** Exactly-once: a rebalance started, so end the transaction at the next batch boundary. */
   #checkpointNow = false;
   /** Exactly-once: partitions with records in the open transaction. */
   readonly #txPartitions = new Set<string>();
+  /** Exactly-once: the group generation the open transaction's first batch was processed in. */
+  #txGeneration: number | undefined;
   /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
   #revokedMidTransaction = false;
   #error: FvError | undefined;
   #backgroundError: FvError | undefined;
+  /** Batches processed by the current session (a failed session that made progress resets the restart count). */
+  #sessionBatches = 0;
 
   constructor(plan: LoopPlan, client: KafkaClient, log: Logger) {
     this.#plan = plan;
@@ -260,6 +267,8 @@ export class ConsumerLoop {
       } catch (error) {
         const failure = asFvError(error);
         const recovery = recoveryOf(failure);
+        // Consecutive: a session that processed records before it failed starts the count again.
+        if (this.#sessionBatches > 0) restarts = 0;
         if (recovery === "fatal" || recovery === "corrupted" || this.#stopRequested || ++restarts > MAX_CONSECUTIVE_RESTARTS) {
           this.#error = failure;
           this.#log("error", `consumer loop failed: ${failure.message}`, { code: failure.code });
@@ -285,6 +294,7 @@ export class ConsumerLoop {
     const plan = this.#plan;
     const { settings } = plan;
     const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
+    this.#sessionBatches = 0;
     this.#pending.clear();
     this.#committed.clear();
     this.#positions.clear();
@@ -301,6 +311,7 @@ export class ConsumerLoop {
     }, this.counters);
     this.#upstream.clear();
     this.#startOffsets.clear();
+    this.#endsAnsweredAt = Date.now();
     for (const stage of this.#stages) {
       if (!stage.operator) continue;
       const hop = plan.hops?.[stage.index];
@@ -374,12 +385,15 @@ export class ConsumerLoop {
       while (!this.#stopRequested) {
         const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
         const now = Date.now();
+        if (DEBUG_LOOP) this.#log("debug", `poll: ${records.length} records`);
         if (records.length > 0) {
           await this.#processBatch(session, records);
+          this.#sessionBatches++;
           lastRecord = now;
-        } else if (now - lastRecord >= STALL_RESTART_MS && this.#lagging(session)) {
+        } else if (now - lastRecord >= STALL_RESTART_MS && (this.#lagging(session) || now - this.#endsAnsweredAt >= STALL_RESTART_MS)) {
           this.counters.stallRestarts++;
-          throw new FvError("KAFKA_RETRYABLE", `no records for ${Math.round((now - lastRecord) / 1000)} s while ${this.#lagging(session)} has records to read: starting a fresh consumer`);
+          const why = this.#lagging(session) ? `${this.#lagging(session)} has records to read` : "the consumer's requests go unanswered";
+          throw new FvError("KAFKA_RETRYABLE", `no records for ${Math.round((now - lastRecord) / 1000)} s while ${why}: starting a fresh consumer`);
         } else if (settings.idleTimeoutMs > 0 && now - lastRecord >= settings.idleTimeoutMs) {
           this.#log("info", `no input for ${settings.idleTimeoutMs} ms: stopping`);
           break;
@@ -400,6 +414,7 @@ export class ConsumerLoop {
           // For /status and the dashboard: lag = end offset − next offset to process.
           this.#endsAt = now;
           void session.consumer.endOffsets().then((ends) => {
+            this.#endsAnsweredAt = Date.now();
             for (const e of ends) this.#ends.set(tpKey(e.topic, e.partition), e.offset);
           }, () => {});
         }
@@ -457,7 +472,7 @@ export class ConsumerLoop {
       for (let r = 0; r < routes.length; r++) {
         const route = routes[r]!;
         if (route.fromHop && record.headers.some(([name]) => name === HOP_WATERMARK_HEADER)) {
-          const { source, watermark, idle } = JSON.parse(new TextDecoder().decode(record.value!)) as { source: string; watermark: number | null; idle: boolean };
+          const { source, watermark, idle } = JSON.parse(textDecoder.decode(record.value!)) as { source: string; watermark: number | null; idle: boolean };
           session.tasks.hearWatermark(route.stage, record.partition, source, watermark, idle);
           continue;
         }
@@ -500,6 +515,7 @@ export class ConsumerLoop {
           repartitioned++;
           this.#noteUpstream(route.stage.index, record, time);
         } else if (route.stage.operator) {
+          if (DEBUG_LOOP && !session.tasks.has(route.stage, record.partition)) this.#log("debug", `task ${route.stage.index}:${record.partition}: waiting for restore`);
           const task = await session.tasks.task(route.stage, record.partition);
           const inputIndex = route.fromHop ? Number(headerText(record, HOP_INPUT_HEADER) ?? 0) : route.inputIndex;
           const source = route.fromHop ? hopSource(record) : undefined;
@@ -601,8 +617,13 @@ export class ConsumerLoop {
       }
     }
     // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
-    if (session.tx) for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
+    if (session.tx) {
+      if (this.#txPartitions.size === 0) this.#txGeneration = session.consumer.generation?.();
+      for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
+    }
+    if (DEBUG_LOOP) this.#log("debug", `batch: sending ${out.length}`);
     await this.#send(session, out);
+    if (DEBUG_LOOP) this.#log("debug", "batch: sent");
     // Counted once the batch is acknowledged (at-least-once), or once its transaction commits
     // (exactly-once: an aborted batch is processed again and counted then).
     const c = session.tx ? this.#uncommitted : this.counters;
@@ -771,9 +792,16 @@ export class ConsumerLoop {
    */
   async #commitTransaction(session: Session): Promise<void> {
     const tx = session.tx!;
+    if (DEBUG_LOOP) this.#log("debug", "commit transaction: start");
     const owned = new Set(session.consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
     for (const k of this.#txPartitions) if (!owned.has(k)) this.#revokedMidTransaction = true;
     if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
+    // A rebalance since the transaction's first batch (even one that gave the same partitions
+    // back, e.g. after a pause): another member may have processed these records meanwhile.
+    const generation = session.consumer.generation?.();
+    if (this.#txPartitions.size > 0 && generation !== undefined && this.#txGeneration !== undefined && generation !== this.#txGeneration) {
+      throw new FvError("KAFKA_FENCED", `the group moved from generation ${this.#txGeneration} to ${generation} during the transaction: aborting it and rejoining`);
+    }
     const offsets = this.#takeCommittable(session);
     const changelog = session.tasks.drainChangelog();
     if (!tx.inTransaction && offsets.length === 0 && changelog.length === 0) return;
@@ -792,11 +820,13 @@ export class ConsumerLoop {
       this.#syncCheckpointCounters();
     }
     this.metrics.checkpointCommitted(performance.now() - started);
+    if (DEBUG_LOOP) this.#log("debug", "commit transaction: done");
     this.metrics.transaction("commit");
     this.counters.transactionsCommitted++;
     addCounters(this.counters, this.#uncommitted);
     this.#uncommitted = emptyCounters();
     this.#txPartitions.clear();
+    this.#txGeneration = undefined;
     this.#markCommitted(offsets);
   }
 
@@ -857,9 +887,11 @@ export class ConsumerLoop {
   }
 }
 
+const textDecoder = new TextDecoder();
+
 function headerText(record: InboundRecord, name: string): string | undefined {
   const header = record.headers.find(([n]) => n === name);
-  return header ? new TextDecoder().decode(header[1]) : undefined;
+  return header ? textDecoder.decode(header[1]) : undefined;
 }
 
 function hopSource(record: InboundRecord): { key: string; offset: bigint } | undefined {

@@ -11,8 +11,10 @@ interface Task {
   op: Operator;
   /** Next input offset per topic (or per upstream "topic:partition" through a hop) already folded into the state. */
   covered: Map<string, bigint>;
-  /** Whether `covered` moved since the last changelog. */
+  /** Whether `covered` (or the event times) moved since the last changelog. */
   offsetsDirty: boolean;
+  /** Highest event time folded in, per input topic: checkpointed, so a restored task knows how far its partition got. */
+  eventTimes: Map<string, number>;
 }
 
 export interface OperatorTaskOptions {
@@ -34,6 +36,11 @@ export interface TaskCounters {
 
 /** Key of the changelog entry that records which input offsets a task's state covers. */
 const OFFSETS_KEY = "\u0000offsets";
+/**
+ * Key of the changelog entry with the task's event-time progress: `{ eventTimes: { topic: ms },
+ * heard: { source: ms } }`. Restored, it lets windows that were due close without new rows.
+ */
+const TIME_KEY = "\u0000time";
 
 /**
  * The stateful operators of one consumer loop: one instance per (stage, partition), restored from
@@ -57,6 +64,8 @@ export class OperatorTasks {
   readonly #upstreamOf = new Map<number, readonly string[]>();
   /** Per (stage, repartition partition): the latest watermark heard from each upstream partition. */
   readonly #heard = new Map<string, Map<string, { watermark: number | null; idle: boolean }>>();
+  /** Tasks ("stage:partition") whose heard watermarks changed since the last changelog. */
+  readonly #heardDirty = new Set<string>();
 
   constructor(stages: readonly CompiledStage[], admin: Admin, options: OperatorTaskOptions, counters: TaskCounters) {
     this.#stages = stages.filter((s) => s.operator);
@@ -85,6 +94,11 @@ export class OperatorTasks {
     }
   }
 
+  /** Whether the task of (stage, partition) is restored and ready. */
+  has(stage: CompiledStage, partition: number): boolean {
+    return this.#tasks.has(`${stage.index}:${partition}`);
+  }
+
   /** The task of (stage, partition), restored from the state topic on first use. */
   task(stage: CompiledStage, partition: number): Promise<Task> {
     const id = `${stage.index}:${partition}`;
@@ -104,6 +118,8 @@ export class OperatorTasks {
     const prefix = `${stage.index}/`;
     const entries: StateEntry[] = [];
     const covered = new Map<string, bigint>();
+    const eventTimes = new Map<string, number>();
+    let heard: Record<string, number | null> = {};
     const decoder = new TextDecoder();
     for (const record of records) {
       const key = record.key ? decoder.decode(record.key) : "";
@@ -115,7 +131,12 @@ export class OperatorTasks {
       } catch (error) {
         throw new FvError("STATE_CORRUPTED", `state record ${this.#options.stateTopic}[${partition}]@${record.offset} is not JSON`, { cause: error });
       }
-      if (stateKey === OFFSETS_KEY) {
+      if (stateKey === TIME_KEY) {
+        const time = (value ?? {}) as { eventTimes?: Record<string, number>; heard?: Record<string, number | null> };
+        eventTimes.clear();
+        for (const [topic, t] of Object.entries(time.eventTimes ?? {})) eventTimes.set(topic, t);
+        heard = time.heard ?? {};
+      } else if (stateKey === OFFSETS_KEY) {
         covered.clear();
         for (const [topic, offset] of Object.entries((value ?? {}) as Record<string, string>)) covered.set(topic, BigInt(offset));
       } else {
@@ -124,7 +145,16 @@ export class OperatorTasks {
     }
     const op = stage.operator!.compiled.create();
     op.restore(entries);
-    const task: Task = { stage, partition, op, covered, offsetsDirty: false };
+    const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes };
+    // Event-time progress comes back with the state: a partition without new rows still counts
+    // with how far it got (until it goes idle), and a hop partition with what it last heard.
+    const now = Date.now();
+    for (const [topic, t] of eventTimes) {
+      const k = `${stage.index}:${topic}:${partition}`;
+      const seen = this.#eventTimes.get(k);
+      if (!seen || seen.max < t) this.#eventTimes.set(k, { max: t, seenAt: now });
+    }
+    for (const [source, watermark] of Object.entries(heard)) if (watermark !== null) this.hearWatermark(stage, partition, source, watermark, false, true);
     // The partition may have moved away while its state was read: use the task, never keep it.
     if (!this.#ownedPartitions || this.#ownedPartitions.has(partition)) this.#tasks.set(id, task);
     this.counters.restoredRecords += records.length;
@@ -150,6 +180,7 @@ export class OperatorTasks {
     const out = task.op.process(row, time, input);
     task.covered.set(coverKey, next);
     task.offsetsDirty = true;
+    if ((task.eventTimes.get(record.topic) ?? -Infinity) < time) task.eventTimes.set(record.topic, time);
     const k = `${task.stage.index}:${record.topic}:${record.partition}`;
     const seen = this.#eventTimes.get(k);
     if (!seen || seen.max < time) this.#eventTimes.set(k, { max: time, seenAt: Date.now() });
@@ -169,11 +200,14 @@ export class OperatorTasks {
   }
 
   /** A watermark record read from partition `partition` of a stage's repartition topic. */
-  hearWatermark(stage: CompiledStage, partition: number, source: string, watermark: number | null, idle: boolean): void {
+  hearWatermark(stage: CompiledStage, partition: number, source: string, watermark: number | null, idle: boolean, restored = false): void {
     const id = `${stage.index}:${partition}`;
     let heard = this.#heard.get(id);
     if (!heard) this.#heard.set(id, (heard = new Map()));
     const before = heard.get(source);
+    // A restored value never overrides what this session heard already.
+    if (restored && before) return;
+    if (!restored) this.#heardDirty.add(id);
     // A source's watermark never goes back (a restarted upstream owner may announce less at first).
     const kept = before?.watermark != null && (watermark === null || watermark < before.watermark) ? before.watermark : watermark;
     heard.set(source, { watermark: kept, idle });
@@ -218,9 +252,12 @@ export class OperatorTasks {
       }
       let watermark = Infinity;
       let any = false;
+      /** The least max event time over every owned input partition, idle or not (-Infinity: one never seen). */
+      let least = Infinity;
       for (const tp of owned) {
         if (!this.#stageTopics(stage).has(tp.topic)) continue;
         const seen = this.#eventTimes.get(`${stage.index}:${tp.topic}:${tp.partition}`);
+        least = Math.min(least, seen?.max ?? -Infinity);
         const idleSince = seen?.seenAt ?? this.#ownedSince.get(`${tp.topic}:${tp.partition}`) ?? now;
         if (now - idleSince > this.#options.idlePartitionMs) continue;
         if (!seen) {
@@ -230,7 +267,9 @@ export class OperatorTasks {
         any = true;
         watermark = Math.min(watermark, seen.max);
       }
-      if (!any || watermark === -Infinity) continue;
+      // Every owned partition idle: nothing is on its way here, so the least of how far each got holds.
+      if (!any && watermark !== -Infinity && least !== Infinity && least !== -Infinity) watermark = least;
+      else if (!any || watermark === -Infinity) continue;
       watermark -= stage.operator!.compiled.allowedLatenessMs;
       const rows: Row[] = [];
       for (const task of this.#tasks.values()) if (task.stage === stage) rows.push(...task.op.advance(watermark));
@@ -257,6 +296,12 @@ export class OperatorTasks {
       const prefix = `${task.stage.index}/`;
       for (const entry of task.op.drainChanges()) {
         out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + entry.key, value: entry.value === null ? null : JSON.stringify(entry.value) });
+      }
+      const id = `${task.stage.index}:${task.partition}`;
+      if (task.offsetsDirty || this.#heardDirty.has(id)) {
+        const heard = Object.fromEntries([...(this.#heard.get(id) ?? [])].filter(([, h]) => h.watermark !== null).map(([source, h]) => [source, h.watermark]));
+        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + TIME_KEY, value: JSON.stringify({ eventTimes: Object.fromEntries(task.eventTimes), heard }) });
+        this.#heardDirty.delete(id);
       }
       if (task.offsetsDirty) {
         const offsets = Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]));
