@@ -3,7 +3,7 @@ import { planKeying } from "../control/keying.ts";
 import { compileTopology } from "../control/topology.ts";
 import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type InternalTopic, type TopicBinding, type Topology } from "../control/types.ts";
 import { FvError } from "../errors.ts";
-import { loadKafkaClient } from "../kafka/clients.ts";
+import { loadKafkaClient, resolveKafkaClient } from "../kafka/clients.ts";
 import type { TopicSpec } from "../kafka/port.ts";
 import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./compute-runtime.ts";
 import { addCounters, emptyCounters } from "./counters.ts";
@@ -15,7 +15,7 @@ import { groupIdOf, type HopPlan, type LoopPlan, stateTopicOf } from "./plan.ts"
 export interface RunStreamOptions {
   /** Engine settings; default: parsed from an empty environment (all defaults). */
   settings?: Settings;
-  /** Kafka adapter name; default "platformatic". */
+  /** Kafka adapter name (auto, platformatic, confluent); default: the settings' STREAM_KAFKA_CLIENT. */
   kafkaClient?: string;
   log?: Logger;
   /** Aborting it starts the ordered shutdown at once, without waiting for the next heartbeat. */
@@ -78,6 +78,8 @@ export async function runStream(
   /** The stage graph, for status pages: `{ index, inputs, output, steps: [op, ...] }`. */
   let stages: Array<{ index: number; inputs: string[]; output: string; steps: string[] }> | undefined;
   let lastRate = { at: Date.now(), consumed: 0, perSecond: 0 };
+  /** The adapter in use, once `auto` is resolved (the build record names it). */
+  let kafkaClient = options.kafkaClient ?? options.settings?.kafkaClient ?? "auto";
 
   const snapshot = (status: BuildStatus, error?: string): BuildRecord => {
     const counters = emptyCounters();
@@ -96,7 +98,7 @@ export async function runStream(
         ...counters,
         consumers: handles.length,
         guarantee,
-        kafkaClient: options.kafkaClient ?? "platformatic",
+        kafkaClient,
         partitions: handles.flatMap((h) => h.owned()).sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition),
         recordsPerSecond: lastRate.perSecond,
       },
@@ -119,10 +121,13 @@ export async function runStream(
   let hops: Record<number, HopPlan>;
   try {
     settings = options.settings ?? parseSettings({});
+    const resolved = await resolveKafkaClient(options.kafkaClient ?? settings.kafkaClient);
+    kafkaClient = resolved.name;
+    log("info", `kafka client: ${resolved.name} (${resolved.detail})`, { pipeline, kafkaClient: resolved.name });
     guarantee = settings.exactlyOnce ? "exactly-once" : "at-least-once";
     plan = await planStream(host, pipeline, { compute: options.compute });
     stages = plan.topology.stages.map((s, index) => ({ index, inputs: s.inputs, output: s.output, steps: s.steps.map((step) => step.op) }));
-    const prepared = await prepareTopics(plan, settings, options.kafkaClient ?? "platformatic", pipeline);
+    const prepared = await prepareTopics(plan, settings, kafkaClient, pipeline);
     hops = prepared.hops;
     current = { ...current, internalTopics: prepared.internalTopics };
     for (const keying of planKeying(compileTopology(plan.topology), pipeline)) log("info", `stage ${keying.stage + 1}: ${keying.reason}`, { pipeline });
@@ -140,7 +145,7 @@ export async function runStream(
     topology: plan.topology,
     bindings: plan.bindings,
     settings,
-    kafkaClient: options.kafkaClient ?? "platformatic",
+    kafkaClient,
     consumerIndex,
     instanceId,
     compute: options.compute,
