@@ -30,10 +30,17 @@ let round = 0;
 export const nextName = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${++round}`;
 
 /**
- * Runs the engine with `steps` over `input` (its own group) until all `n` records are consumed;
- * returns records per second from start (group join included) to the last one processed.
+ * Runs the engine with `steps` over `input` (its own group) until all `n` records are consumed
+ * (or `done` says so); returns `n` per second from start (group join included) to that moment.
  */
-export async function timeEngine(input: string, n: number, steps: Array<{ op: string; [k: string]: unknown }>, env: Record<string, string> = {}): Promise<number> {
+export async function timeEngine(
+  input: string,
+  n: number,
+  steps: Array<{ op: string; [k: string]: unknown }>,
+  env: Record<string, string> = {},
+  /** When the run counts as done; default: all `n` records consumed. */
+  done: (metrics: NonNullable<BuildRecord["metrics"]>) => boolean = (m) => m.consumed >= n,
+): Promise<number> {
   const name = nextName("bench");
   let doneAt = 0;
   const started = performance.now();
@@ -42,7 +49,7 @@ export async function timeEngine(input: string, n: number, steps: Array<{ op: st
     resolveTopic: async (dataset) => ({ apiName: dataset, topic: dataset === "in" ? input : `${name}-out`, brokers: BROKERS, policy: {}, source: "kafka", sink: "kafka" }),
     heartbeat: async () => (doneAt ? BuildSignal.Stop : BuildSignal.Continue),
     putRecord: async (_id: string, record: BuildRecord) => {
-      if (!doneAt && (record.metrics?.consumed ?? 0) >= n) doneAt = performance.now();
+      if (!doneAt && record.metrics && done(record.metrics)) doneAt = performance.now();
     },
   };
   const settings = parseSettings({ STREAM_BROKERS: BROKERS, STREAM_RECORD_INTERVAL_MS: "100", STREAM_HEARTBEAT_INTERVAL_MS: "100", ...env });

@@ -5,13 +5,54 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
+# The librdkafka addon (@confluentinc/kafka-javascript, an optional dependency, Node only) is
+# built against the system's libraries when no prebuilt binary can be downloaded.
+export CKJS_LINKING="${CKJS_LINKING:-dynamic}"
+ADDON_DEV_PACKAGES="libssl-dev zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev"
+addon_stamp=node_modules/.fv-librdkafka
+
 # 1. Node packages (bun and deno come from npm). Reinstall when the lockfile changed.
 stamp=node_modules/.fv-installed
 if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] || [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
-  echo "setup: installing node packages (npm ci)..." >&2
-  npm ci --no-audit --no-fund --loglevel=error >&2
+  # 1a. The addon's build needs these Debian packages; install the missing ones where we can
+  #     (root with apt-get), quietly skip elsewhere.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
+    missing=""
+    for pkg in $ADDON_DEV_PACKAGES; do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
+    done
+    if [ -n "$missing" ]; then
+      echo "setup: installing$missing (for the librdkafka addon)..." >&2
+      { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null 2>&1 ||
+        { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null 2>&1; }; } ||
+        echo "setup: could not install$missing; the librdkafka addon may not build" >&2
+    fi
+  fi
+  # 1b. npm ci; building the addon from source takes about 2 minutes. A failed build of the
+  #     optional dependency does not fail the install; its output is kept in the log.
+  echo "setup: installing node packages (npm ci; building the librdkafka addon can take ~2 minutes)..." >&2
+  mkdir -p .fv
+  npm ci --no-audit --no-fund --loglevel=warn --foreground-scripts >.fv/npm-ci.log 2>&1 || { cat .fv/npm-ci.log >&2; exit 1; }
   touch "$stamp"
+  rm -f "$addon_stamp"
 fi
 
-# 2. The broker (skipped when STREAM_BROKERS points elsewhere).
+# 2. Whether Node can load the addon, checked once per install. When it cannot, ONE line says
+#    why; Node then runs with the pure-JS client (STREAM_KAFKA_CLIENT=auto).
+if [ ! -f "$addon_stamp" ]; then
+  if ! command -v node >/dev/null 2>&1; then
+    echo "no: node is not installed" >"$addon_stamp"
+  elif why=$(node -e "require('@confluentinc/kafka-javascript')" 2>&1); then
+    echo "yes: $(node -p "require('@confluentinc/kafka-javascript').librdkafkaVersion")" >"$addon_stamp"
+  else
+    reason=$(printf '%s\n' "$why" | grep -m1 -E "Error|Cannot" || printf '%s\n' "$why" | head -1)
+    [ -d node_modules/@confluentinc/kafka-javascript ] || reason="npm left out the optional @confluentinc/kafka-javascript (its build failed; see .fv/npm-ci.log)"
+    echo "no: $reason" >"$addon_stamp"
+  fi
+  case "$(cat "$addon_stamp")" in
+    no:*) echo "setup: the librdkafka addon is not available ($(cut -c5- "$addon_stamp")); Node uses the pure-JS client, Bun and Deno are unaffected; to build it: CKJS_LINKING=dynamic npm rebuild @confluentinc/kafka-javascript" >&2 ;;
+  esac
+fi
+
+# 3. The broker (skipped when STREAM_BROKERS points elsewhere).
 bash scripts/kafka.sh up >&2

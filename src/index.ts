@@ -8,6 +8,7 @@
 export * from "./control/types.ts";
 export { parseSettings, type Settings, settingsTable } from "./control/settings.ts";
 export { type CompiledStage, type CompiledTopology, compileTopology } from "./control/topology.ts";
+export { groupKeyText, planKeying, repartitionTopicOf, type StageKeying } from "./control/keying.ts";
 export { type ErrorCode, ErrorCodes, type ErrorContext, FvError, type Recovery, recoveryOf } from "./errors.ts";
 export { compileExpression, type CompiledExpression, type Row, type Value } from "./expr/index.ts";
 export type { LoopCounters } from "./loop/counters.ts";

@@ -5,6 +5,7 @@ import type { ComputeConfig } from "../../src/loop/compute-runtime.ts";
 export function computeConfig(): ComputeConfig {
   return {
     transformsDir: process.env.FV_TRANSFORMS_DIR || undefined,
-    hostModule: new URL("../compute/node-host.ts", import.meta.url).href,
+    // The same extension as this module: .ts from source, .js from dist/ (Node).
+    hostModule: new URL(`../compute/node-host${import.meta.url.slice(-3)}`, import.meta.url).href,
   };
 }

@@ -7,11 +7,13 @@ import { readFileSync } from "node:fs";
 import process from "node:process";
 import { type BuildRecord, loadKafkaClient, type Logger, parseSettings, runStream } from "../../src/index.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
+import { packageRoot } from "../package-root.ts";
 
-const file = new URL("../../examples/demo.toml", import.meta.url);
+const file = new URL("examples/demo.toml", packageRoot);
 const pipeline = parsePipelineFile(readFileSync(file, "utf8"), "examples/demo.toml");
 const settings = parseSettings({ STREAM_RECORD_INTERVAL_MS: "2000", ...process.env }, pipeline.brokers?.default);
-const client = (await loadKafkaClient("platformatic"))(settings.brokers.split(","));
+// The demo's feeder and tail use the same client as the stream (STREAM_KAFKA_CLIENT, auto by default).
+const client = (await loadKafkaClient(settings.kafkaClient))(settings.brokers.split(","));
 const inputTopic = pipeline.datasets!["trades"]!.topic!;
 const outputTopic = pipeline.datasets!["large-trades"]!.topic!;
 

@@ -16,7 +16,7 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import process from "node:process";
 import { computeConfig } from "./compute-config.ts";
-import { type BuildRecord, compileTopology, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable } from "../../src/index.ts";
+import { type BuildRecord, compileTopology, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable } from "../../src/index.ts";
 import { HttpHost } from "../hosts/http-host.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
 import { loggerFromEnv } from "../logging.ts";
@@ -103,6 +103,10 @@ async function validate(source: Source, where: string): Promise<number> {
   for (const stage of stages) {
     const topics = (ds: string[]) => ds.map((d) => `${d} (topic ${plan.bindings[d]!.topic})`).join(", ");
     process.stdout.write(`  stage ${stage.index + 1}: ${topics(stage.def.inputs)} → ${topics([stage.def.output])}: ${stage.steps.map((s) => s.op).join(" → ") || "pass-through"}\n`);
+  }
+  // Which stateful stages get a repartition hop, and why.
+  for (const keying of planKeying(compileTopology(plan.topology), source.pipeline)) {
+    process.stdout.write(`  stage ${keying.stage + 1}: ${keying.reason}\n`);
   }
   return 0;
 }

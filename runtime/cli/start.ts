@@ -4,9 +4,10 @@
  * arguments to the CLI (`run FILE`, `validate FILE`).
  */
 import process from "node:process";
+import { packageRoot } from "../package-root.ts";
 
 // `npm start` runs with the example transforms unless told otherwise.
-process.env.FV_TRANSFORMS_DIR ??= new URL("../../functions", import.meta.url).pathname;
+process.env.FV_TRANSFORMS_DIR ??= new URL("functions", packageRoot).pathname;
 const args = process.argv.slice(2);
 if (args.length === 0) {
   await import("./demo.ts");

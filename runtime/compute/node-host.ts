@@ -110,7 +110,7 @@ export async function findExecutable(name: string): Promise<string | null> {
 
 /** The command that runs runtime/compute/wasm-process.ts with the current runtime. */
 export function pluginProcessCommand(): string[] | undefined {
-  const script = fileURLToPath(new URL("./wasm-process.ts", import.meta.url));
+  const script = fileURLToPath(new URL(`./wasm-process${import.meta.url.slice(-3)}`, import.meta.url));
   const g = globalThis as { Bun?: unknown; Deno?: unknown };
   if (g.Deno) return [process.execPath, "run", "-A", script];
   if (g.Bun) return [process.execPath, script];

@@ -22,8 +22,8 @@ export interface ChannelEvents {
   onDeath(reason: string): void;
 }
 
-/** The worker script, next to this file. */
-export const wasmWorkerUrl = new URL("./wasm-worker.ts", import.meta.url);
+/** The worker script, next to this file (.ts from source, .js from dist/). */
+export const wasmWorkerUrl = new URL(`./wasm-worker${import.meta.url.slice(-3)}`, import.meta.url);
 
 function toBase64(bytes: Uint8Array): string {
   let bin = "";

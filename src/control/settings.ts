@@ -40,6 +40,10 @@ export interface Settings {
   stateMaxKeys: number;
   /** What happens to rows that arrive after their window closed: dropped, or dead-lettered. */
   lateRows: "drop" | "deadLetter";
+  /** Partitions of each repartition topic; 0: as many as the stage's widest input. */
+  repartitionPartitions: number;
+  /** The Kafka adapter: librdkafka on Node when it loads (auto), or one named. */
+  kafkaClient: "auto" | "platformatic" | "confluent";
 }
 
 const int = (name: string, min: number) =>
@@ -70,6 +74,11 @@ const schema = v.object({
   STREAM_IDLE_PARTITION_MS: v.optional(int("STREAM_IDLE_PARTITION_MS", 100), "10000"),
   STREAM_STATE_MAX_KEYS: v.optional(int("STREAM_STATE_MAX_KEYS", 1), "1000000"),
   STREAM_LATE_ROWS: v.optional(v.picklist(["drop", "deadLetter"], "STREAM_LATE_ROWS must be drop or deadLetter"), "drop"),
+  STREAM_REPARTITION_PARTITIONS: v.optional(int("STREAM_REPARTITION_PARTITIONS", 0), "0"),
+  STREAM_KAFKA_CLIENT: v.optional(
+    v.picklist(["auto", "platformatic", "confluent"], "STREAM_KAFKA_CLIENT must be auto, platformatic (pure JS) or confluent (librdkafka, Node only)"),
+    "auto",
+  ),
 });
 
 /** Every setting with its meaning and default, for the README and `--help`. */
@@ -91,6 +100,8 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_IDLE_PARTITION_MS", "an input partition without rows this long stops holding a stateful stage's watermark back", "10000"],
   ["STREAM_STATE_MAX_KEYS", "most live state keys per stateful stage and partition; more fails the stream with a clear error", "1000000"],
   ["STREAM_LATE_ROWS", "drop | deadLetter: rows older than their window's close are counted, then dropped or dead-lettered", "drop"],
+  ["STREAM_REPARTITION_PARTITIONS", "partitions of each repartition topic fv-repartition-<name>-<stage>; 0: as many as the stage's widest input", "0"],
+  ["STREAM_KAFKA_CLIENT", "auto | platformatic | confluent: the Kafka client; auto = librdkafka on Node when its addon loads, else the pure-JS client", "auto"],
 ];
 
 /**
@@ -133,5 +144,7 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     idlePartitionMs: s.STREAM_IDLE_PARTITION_MS,
     stateMaxKeys: s.STREAM_STATE_MAX_KEYS,
     lateRows: s.STREAM_LATE_ROWS,
+    repartitionPartitions: s.STREAM_REPARTITION_PARTITIONS,
+    kafkaClient: s.STREAM_KAFKA_CLIENT,
   };
 }

@@ -32,6 +32,11 @@ export interface StageOperator {
   /** 0-based position among the stage's steps. */
   readonly step: number;
   readonly compiled: CompiledOperator;
+  /**
+   * The step's `repartition` option: false skips the hop (the user vouches that the inputs are
+   * keyed by the step's key columns), true forces one; absent, the engine decides (control/keying.ts).
+   */
+  readonly repartition?: boolean;
 }
 
 /** A stage whose steps are compiled and ready to run on rows. */
@@ -132,7 +137,14 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
       return;
     }
     if (step.op in operatorSteps) {
-      operator = { op: step.op, step: stepIndex, compiled: compileOperator(step, index, stepIndex, def.inputs.length) };
+      const { repartition, ...fields } = step as { op: string; repartition?: unknown };
+      if (repartition !== undefined && typeof repartition !== "boolean") {
+        fail(
+          `invalid topology: ${where(index, stepIndex, step.op, "repartition")}: repartition is true or false (false: the inputs are already keyed by the step's key columns, skip the repartition topic)`,
+          { stage: index + 1, step: stepIndex + 1, field: "repartition", op: step.op },
+        );
+      }
+      operator = { op: step.op, step: stepIndex, compiled: compileOperator(fields, index, stepIndex, def.inputs.length), ...(repartition !== undefined ? { repartition } : {}) };
       steps.push({ op: step.op, reads: [] });
       return;
     }

@@ -73,7 +73,18 @@ export interface BuildRecord {
   updatedAt?: string;
   error?: string;
   metrics?: BuildMetrics;
+  /** Topics the engine created for itself: the state changelog and repartition topics. */
+  internalTopics?: InternalTopic[];
   [field: string]: unknown;
+}
+
+export interface InternalTopic {
+  topic: string;
+  partitions: number;
+  purpose: "state" | "repartition";
+  /** For a repartition topic: the stage (from 1) it feeds, and the columns its records are keyed by. */
+  stage?: number;
+  keyedBy?: string[];
 }
 
 export interface BuildMetrics extends StreamCounters {
@@ -86,8 +97,12 @@ export interface BuildMetrics extends StreamCounters {
   checkpointTimeouts: number;
   /** Times a loop rejoined after a recoverable failure (fenced, broker gone, aborted transaction). */
   restarts: number;
+  /** Of those, the times the stall watchdog started a fresh consumer (no records while partitions had lag). */
+  stallRestarts: number;
   /** Rows refused by a stateful operator because their window had closed. */
   late: number;
+  /** Rows written, re-keyed, to repartition topics (consumed back from there, they are not counted in `consumed` again). */
+  repartitioned: number;
   /** State restore: changelog records read and the time it took. */
   restoredRecords: number;
   restoreMs: number;

@@ -1,12 +1,77 @@
 import { FvError } from "../errors.ts";
 import type { KafkaClientFactory } from "./port.ts";
 
-/** Loads a Kafka adapter by name. Dynamic, so an adapter's library loads only when chosen. */
-export async function loadKafkaClient(name: string): Promise<KafkaClientFactory> {
+/** The Kafka adapters, and `auto`: librdkafka on Node when its addon loads, else the pure-JS client. */
+export const KAFKA_CLIENTS = ["auto", "platformatic", "confluent"] as const;
+export type KafkaClientName = (typeof KAFKA_CLIENTS)[number];
+
+/** An adapter chosen for a run, with why (for the startup log line). */
+export interface ResolvedKafkaClient {
+  name: "platformatic" | "confluent";
+  factory: KafkaClientFactory;
+  /** e.g. "librdkafka 2.15.1 on Node 20.20.2", or why auto fell back to the pure-JS client. */
+  detail: string;
+}
+
+/** Node itself, not Bun or Deno (both also answer `process.versions.node`). */
+function runningOnNode(): boolean {
+  const g = globalThis as { Bun?: unknown; Deno?: unknown; process?: { versions?: { node?: string } } };
+  return g.Bun === undefined && g.Deno === undefined && typeof g.process?.versions?.node === "string";
+}
+
+function nodeVersion(): string {
+  return (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node ?? "?";
+}
+
+async function importConfluent(): Promise<{ factory: KafkaClientFactory; version: string }> {
+  const mod = await import("./confluent.ts");
+  const lib = mod.loadLibrary();
+  return { factory: mod.confluentClient, version: lib.librdkafkaVersion };
+}
+
+/**
+ * Picks the adapter for a run. `auto` takes librdkafka when running on Node and its addon
+ * loads, the pure-JS client otherwise; `confluent` fails with a clear error when the addon
+ * does not load.
+ * @example
+ * const { name, factory } = await resolveKafkaClient("auto");
+ */
+export async function resolveKafkaClient(name: string): Promise<ResolvedKafkaClient> {
   switch (name) {
     case "platformatic":
-      return (await import("./platformatic.ts")).platformaticClient;
+      return { name, factory: (await import("./platformatic.ts")).platformaticClient, detail: "@platformatic/kafka (pure JS)" };
+    case "confluent": {
+      try {
+        const { factory, version } = await importConfluent();
+        return { name, factory, detail: `@confluentinc/kafka-javascript, librdkafka ${version} on Node ${nodeVersion()}` };
+      } catch (error) {
+        const where = runningOnNode() ? `Node ${nodeVersion()}` : "this runtime (it loads on Node only)";
+        throw new FvError(
+          "INVALID_SETTINGS",
+          `STREAM_KAFKA_CLIENT=confluent: the librdkafka addon @confluentinc/kafka-javascript does not load on ${where}: ${(error as Error).message.split("\n")[0]}`,
+          { cause: error },
+        );
+      }
+    }
+    case "auto": {
+      if (!runningOnNode()) {
+        const fallback = await resolveKafkaClient("platformatic");
+        return { ...fallback, detail: `${fallback.detail}; auto: not running on Node, the librdkafka addon loads on Node only` };
+      }
+      try {
+        return await resolveKafkaClient("confluent");
+      } catch (error) {
+        const fallback = await resolveKafkaClient("platformatic");
+        const why = ((error as FvError).cause as Error | undefined)?.message?.split("\n")[0] ?? String(error);
+        return { ...fallback, detail: `${fallback.detail}; auto: the librdkafka addon did not load (${why})` };
+      }
+    }
     default:
-      throw new FvError("INVALID_SETTINGS", `unknown Kafka client "${name}": use platformatic`);
+      throw new FvError("INVALID_SETTINGS", `unknown Kafka client "${name}": use ${KAFKA_CLIENTS.join(", ")}`);
   }
+}
+
+/** Loads a Kafka adapter by name. Dynamic, so an adapter's library loads only when chosen. */
+export async function loadKafkaClient(name: string): Promise<KafkaClientFactory> {
+  return (await resolveKafkaClient(name)).factory;
 }

@@ -16,6 +16,7 @@ import {
   Producer as PltProducer,
 } from "@platformatic/kafka";
 import { FvError } from "../errors.ts";
+import { filterAbortedTransactions } from "./aborted-transactions.ts";
 import type {
   Admin,
   CommitOffset,
@@ -118,6 +119,9 @@ function toBuffer(data: Uint8Array | string | null | undefined): Buffer | undefi
   return Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
 }
 
+/** A state restore read without progress for this long starts over from where it got, at most this many times. */
+const READ_STALL_MS = 10_000;
+const READ_ATTEMPTS = 5;
 /** The 1 of the Kafka protocol's isolation level: read_committed. */
 const READ_COMMITTED = 1;
 
@@ -204,6 +208,7 @@ class PlatformaticConsumer implements GroupConsumer {
       ...GROUP_TIMINGS,
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
+    filterAbortedTransactions(this.#consumer);
     this.#consumer.on("consumer:group:rebalance", () => options.listener?.onRebalance?.());
     this.#consumer.on("consumer:group:join", (payload: { assignments?: Array<{ topic: string; partitions: number[] }> }) => {
       const next = new Map<string, TopicPartition>();
@@ -309,6 +314,10 @@ class PlatformaticConsumer implements GroupConsumer {
       this.#wake();
     };
     void attempt(0).finally(() => admin.close().catch(() => {}));
+  }
+
+  generation(): number {
+    return this.#consumer.generationId;
   }
 
   /** Group metadata for transactional offset commits (KIP-447 fencing). */
@@ -556,6 +565,23 @@ class PlatformaticAdmin implements Admin {
   }
 
   async readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+    const out: InboundRecord[] = [];
+    let end = -1n;
+    // A read that makes no progress for a while starts over from where it got, with a fresh
+    // consumer: the library's fetch loop was seen to stall (docs/ARCHITECTURE.md, known issues).
+    for (let attempt = 1; ; attempt++) {
+      const next = out.length ? out[out.length - 1]!.offset + 1n : 0n;
+      const result = await this.#readFrom(topic, partition, next, end, out);
+      end = result.end;
+      if (result.done) return out;
+      if (attempt >= READ_ATTEMPTS) {
+        throw new FvError("KAFKA_RETRYABLE", `reading ${topic}[${partition}] made no progress after ${attempt} attempts (at offset ${result.position} of ${end})`);
+      }
+    }
+  }
+
+  /** Reads `topic[partition]` from `from` up to its end into `out`; `done: false` when it stalled first. */
+  async #readFrom(topic: string, partition: number, from: bigint, knownEnd: bigint, out: InboundRecord[]): Promise<{ done: boolean; end: bigint; position: bigint }> {
     // A throwaway group with a manual start offset; other partitions start at their end.
     const consumer = new PltConsumer({
       groupId: `fv-restore-${crypto.randomUUID()}`,
@@ -564,30 +590,54 @@ class PlatformaticAdmin implements Admin {
       autocommit: false,
       maxWaitTime: 100,
     });
-    const out: InboundRecord[] = [];
+    filterAbortedTransactions(consumer);
+    let position = from;
     try {
-      const ends = await consumer.listOffsets({ topics: [topic], isolationLevel: READ_COMMITTED });
-      const end = ends.get(topic)?.[partition] ?? 0n;
-      if (end <= 0n) return out;
-      const stream = await consumer.consume({ topics: [topic], mode: "manual", offsets: [{ topic, partition, offset: 0n }], autocommit: false });
-      const position = `${topic}:${partition}`;
-      await new Promise<void>((resolve, reject) => {
+      let end = knownEnd;
+      if (end < 0n) {
+        const ends = await consumer.listOffsets({ topics: [topic], isolationLevel: READ_COMMITTED });
+        end = ends.get(topic)?.[partition] ?? 0n;
+      }
+      if (from >= end) return { done: true, end, position };
+      const stream = await consumer.consume({ topics: [topic], mode: "manual", offsets: [{ topic, partition, offset: from }], autocommit: false });
+      const key = `${topic}:${partition}`;
+      let progressAt = Date.now();
+      const done = await new Promise<boolean>((resolve, reject) => {
+        const watchdog = setInterval(() => {
+          if (Date.now() - progressAt > READ_STALL_MS) {
+            clearInterval(watchdog);
+            resolve(false);
+          }
+        }, 500);
         const check = () => {
-          if ((stream.offsetsToFetch.get(position) ?? 0n) >= end) resolve();
+          const fetched = stream.offsetsToFetch.get(key) ?? 0n;
+          if (fetched > position) {
+            position = fetched;
+            progressAt = Date.now();
+          }
+          if (fetched >= end) {
+            clearInterval(watchdog);
+            resolve(true);
+          }
         };
         stream.on("data", (message: Message<Buffer, Buffer, Buffer, Buffer>) => {
-          if (message.partition !== partition || message.offset >= end) return;
+          if (message.partition !== partition || message.offset >= end || message.offset < from) return;
+          if (out.length && message.offset <= out[out.length - 1]!.offset) return;
           out.push(toInbound(message));
+          progressAt = Date.now();
         });
         stream.on("fetch", check);
-        stream.on("error", reject);
+        stream.on("error", (error) => {
+          clearInterval(watchdog);
+          reject(error);
+        });
       });
-      await stream.close();
-      return out;
+      await Promise.race([stream.close(), new Promise((r) => setTimeout(r, 5000))]);
+      return { done, end, position };
     } catch (error) {
       throw classify(error, `reading ${topic}[${partition}]`);
     } finally {
-      await Promise.resolve(consumer.close(true)).catch(() => {});
+      await Promise.race([Promise.resolve(consumer.close(true)).catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
     }
   }
 

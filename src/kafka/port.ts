@@ -70,6 +70,11 @@ export interface GroupConsumer {
   commit(offsets: CommitOffset[]): Promise<void>;
   /** The partitions owned now. */
   owned(): TopicPartition[];
+  /**
+   * The group generation this member is in; it changes at every rebalance, even one that gives
+   * the member the same partitions back. Exactly-once never commits work of an older generation.
+   */
+  generation?(): number;
   /** End offset (next offset to be written, read_committed) of each subscribed topic's partitions. */
   endOffsets(): Promise<CommitOffset[]>;
   /** Leaves the group. Idempotent. */

@@ -22,6 +22,8 @@ import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "./logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import { decodeRow } from "./record-codec.ts";
+import { outputKeyColumns, rowKeyText } from "../control/keying.ts";
+import { eventTimeOf } from "../ops/index.ts";
 
 /** Lifecycle of a loop; every change is checked against `transitions`. */
 export type LoopState = "CREATED" | "STARTING" | "RUNNING" | "STOPPING" | "STOPPED" | "FAILED";
@@ -42,7 +44,24 @@ interface Route {
   outputTopic: string;
   deadLetterTopic: string | undefined;
   stageLabel: string;
+  /** Upstream side of a repartition hop: rows go, re-keyed, to this topic instead of the operator. */
+  toHop?: { topic: string; partitions: number; keyColumns: readonly string[] };
+  /** Downstream side: rows come from the stage's repartition topic (the inline steps before the operator already ran). */
+  fromHop?: boolean;
+  /** The operator's key columns for what it emits (output records are keyed by them). */
+  outputKey: readonly string[];
 }
+
+/** Header of a repartition record: which stage input (0 = left, 1 = right) the row came from. */
+const HOP_INPUT_HEADER = "fv.input";
+/** Headers of a repartition record: the upstream partition and offset it came from (replays change no state twice). */
+const HOP_SOURCE_HEADER = "fv.source";
+const HOP_OFFSET_HEADER = "fv.offset";
+/** Header of a watermark record in a repartition topic; its value is `{ source, watermark, idle }`. */
+const HOP_WATERMARK_HEADER = "fv.watermark";
+/** A changed upstream watermark is announced at most this often, an unchanged one this often. */
+const WATERMARK_CHANGED_MS = 100;
+const WATERMARK_REPEAT_MS = 2000;
 
 /** Retries of a send that failed with a retryable error (at-least-once), and the pause between them. */
 const SEND_RETRIES = 10;
@@ -55,6 +74,13 @@ const MAX_CONSECUTIVE_RESTARTS = 30;
 /** How often end offsets are read for the lag shown on /status: cheap, and fresh enough to watch. */
 const END_OFFSETS_INTERVAL_MS = 2000;
 const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
+/**
+ * Stall watchdog: no records for this long while an owned partition has records to read (its
+ * position is below its end offset) starts a new session with a fresh consumer. The pure-JS
+ * client was seen to stop delivering some partitions' records (docs/ARCHITECTURE.md, known issues).
+ */
+const STALL_RESTART_MS = 15_000;
+const DEBUG_LOOP = typeof process !== "undefined" && process.env?.FV_DEBUG_LOOP === "1";
 
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -98,22 +124,30 @@ export class ConsumerLoop {
   #session: Session | undefined;
   /** Next offset to commit per partition, for records already acknowledged downstream. */
   readonly #pending = new Map<string, CommitOffset>();
+  /** Upstream partitions of repartition hops: max event time sent into the hop, and what was announced. */
+  readonly #upstream = new Map<string, { max?: number; seenAt?: number; ownedSince: number; sent?: { watermark?: number; idle: boolean; at: number } }>();
   /** Last committed offset per owned partition: a commit never moves an offset back. */
   readonly #committed = new Map<string, bigint>();
   /** Next offset to process, and the partition's end (refreshed every few seconds), for lag. */
   readonly #positions = new Map<string, bigint>();
   readonly #ends = new Map<string, bigint>();
   #endsAt = 0;
+  /** When end offsets last came back: a consumer whose requests stop answering is wedged. */
+  #endsAnsweredAt = 0;
   #commitChain: Promise<void> = Promise.resolve();
   #stopRequested = false;
   /** Exactly-once: a rebalance started, so end the transaction at the next batch boundary. */
   #checkpointNow = false;
   /** Exactly-once: partitions with records in the open transaction. */
   readonly #txPartitions = new Set<string>();
+  /** Exactly-once: the group generation the open transaction's first batch was processed in. */
+  #txGeneration: number | undefined;
   /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
   #revokedMidTransaction = false;
   #error: FvError | undefined;
   #backgroundError: FvError | undefined;
+  /** Batches processed by the current session (a failed session that made progress resets the restart count). */
+  #sessionBatches = 0;
 
   constructor(plan: LoopPlan, client: KafkaClient, log: Logger) {
     this.#plan = plan;
@@ -125,19 +159,34 @@ export class ConsumerLoop {
     });
     const compiled = compileTopology(plan.topology);
     this.#stages = compiled.stages;
+    const addRoute = (topic: string, route: Route) => this.#routes.set(topic, [...(this.#routes.get(topic) ?? []), route]);
     for (const stage of compiled.stages) {
       const output = plan.bindings[stage.def.output]!;
+      const hop = plan.hops?.[stage.index];
+      const stageLabel = `stage ${stage.index + 1} (${stage.def.inputs.join(", ")} → ${stage.def.output})`;
+      const outputKey = stage.operator ? outputKeyOf(stage) : [];
       for (const [inputIndex, input] of stage.def.inputs.entries()) {
         const binding = plan.bindings[input]!;
-        const routes = this.#routes.get(binding.topic) ?? [];
-        routes.push({
+        addRoute(binding.topic, {
           stage,
           inputIndex,
           outputTopic: output.topic,
           deadLetterTopic: binding.policy.deadLetter,
-          stageLabel: `stage ${stage.index + 1} (${stage.def.inputs.join(", ")} → ${stage.def.output})`,
+          stageLabel,
+          outputKey,
+          ...(hop ? { toHop: { topic: hop.topic, partitions: hop.partitions, keyColumns: hop.keyColumns[inputIndex]! } } : {}),
         });
-        this.#routes.set(binding.topic, routes);
+      }
+      if (hop) {
+        addRoute(hop.topic, {
+          stage,
+          inputIndex: 0,
+          outputTopic: output.topic,
+          deadLetterTopic: plan.bindings[stage.def.inputs[0]!]!.policy.deadLetter,
+          stageLabel,
+          outputKey,
+          fromHop: true,
+        });
       }
     }
   }
@@ -160,7 +209,7 @@ export class ConsumerLoop {
     if (!session) return [];
     const restoring = session.tasks.active ? session.tasks.restoringPartitions() : undefined;
     return session.consumer.owned().map((tp) => {
-      const size = session.tasks.active ? session.tasks.sizeOf(tp.partition) : undefined;
+      const size = session.tasks.active ? session.tasks.sizeOf(tp.topic, tp.partition) : undefined;
       const k = tpKey(tp.topic, tp.partition);
       const position = this.#positions.get(k) ?? this.#committed.get(k);
       const end = this.#ends.get(k);
@@ -218,6 +267,8 @@ export class ConsumerLoop {
       } catch (error) {
         const failure = asFvError(error);
         const recovery = recoveryOf(failure);
+        // Consecutive: a session that processed records before it failed starts the count again.
+        if (this.#sessionBatches > 0) restarts = 0;
         if (recovery === "fatal" || recovery === "corrupted" || this.#stopRequested || ++restarts > MAX_CONSECUTIVE_RESTARTS) {
           this.#error = failure;
           this.#log("error", `consumer loop failed: ${failure.message}`, { code: failure.code });
@@ -243,6 +294,7 @@ export class ConsumerLoop {
     const plan = this.#plan;
     const { settings } = plan;
     const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
+    this.#sessionBatches = 0;
     this.#pending.clear();
     this.#committed.clear();
     this.#positions.clear();
@@ -257,7 +309,19 @@ export class ConsumerLoop {
       idlePartitionMs: settings.idlePartitionMs,
       maxStateKeys: settings.stateMaxKeys,
     }, this.counters);
-    for (const stage of this.#stages) if (stage.operator) tasks.setStageTopics(stage, stage.def.inputs.map((d) => plan.bindings[d]!.topic));
+    this.#upstream.clear();
+    this.#startOffsets.clear();
+    this.#endsAnsweredAt = Date.now();
+    for (const stage of this.#stages) {
+      if (!stage.operator) continue;
+      const hop = plan.hops?.[stage.index];
+      if (hop) {
+        tasks.setStageTopics(stage, [hop.topic]);
+        tasks.setUpstream(stage, hop.upstream);
+      } else {
+        tasks.setStageTopics(stage, stage.def.inputs.map((d) => plan.bindings[d]!.topic));
+      }
+    }
     const session: Session = {
       tasks,
       admin,
@@ -297,6 +361,7 @@ export class ConsumerLoop {
               this.#pending.delete(k);
               this.#committed.delete(k);
               this.#positions.delete(k);
+              for (const u of this.#upstream.keys()) if (u.endsWith(`:${k}`)) this.#upstream.delete(u);
             }
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
             // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
@@ -320,13 +385,21 @@ export class ConsumerLoop {
       while (!this.#stopRequested) {
         const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
         const now = Date.now();
+        if (DEBUG_LOOP) this.#log("debug", `poll: ${records.length} records`);
         if (records.length > 0) {
           await this.#processBatch(session, records);
+          this.#sessionBatches++;
           lastRecord = now;
+        } else if (now - lastRecord >= STALL_RESTART_MS && (this.#lagging(session) || now - this.#endsAnsweredAt >= STALL_RESTART_MS)) {
+          this.counters.stallRestarts++;
+          const why = this.#lagging(session) ? `${this.#lagging(session)} has records to read` : "the consumer's requests go unanswered";
+          throw new FvError("KAFKA_RETRYABLE", `no records for ${Math.round((now - lastRecord) / 1000)} s while ${why}: starting a fresh consumer`);
         } else if (settings.idleTimeoutMs > 0 && now - lastRecord >= settings.idleTimeoutMs) {
           this.#log("info", `no input for ${settings.idleTimeoutMs} ms: stopping`);
           break;
         }
+        // Repartition hops: tell every repartition partition how far each upstream partition got.
+        if (plan.hops) await this.#announceWatermarks(session, now, now - lastRecord);
         if (this.#checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
           this.#checkpointNow = false;
           lastCheckpoint = now;
@@ -341,6 +414,7 @@ export class ConsumerLoop {
           // For /status and the dashboard: lag = end offset − next offset to process.
           this.#endsAt = now;
           void session.consumer.endOffsets().then((ends) => {
+            this.#endsAnsweredAt = Date.now();
             for (const e of ends) this.#ends.set(tpKey(e.topic, e.partition), e.offset);
           }, () => {});
         }
@@ -372,6 +446,7 @@ export class ConsumerLoop {
     let deadLettered = 0;
     let consumed = 0;
     let dropped = 0;
+    let repartitioned = 0;
     const poison: Array<{ reason: string }> = [];
     /** Rows waiting for a stage's compute step, with the record each came from. */
     let toCompute: Map<Route, Array<{ record: InboundRecord; row: Row }>> | undefined;
@@ -381,19 +456,26 @@ export class ConsumerLoop {
       poison.push({ reason });
       if (this.#deadLetter(record, route, reason, (error as Error).message, out)) deadLettered++;
     };
-    const emit = (record: InboundRecord, route: Route, row: Row) => {
-      out.push({ topic: route.outputTopic, key: record.key, value: JSON.stringify(row), headers: record.headers });
+    /** An operator's output is keyed by its key columns (read from `keyed`, the row it produced); other rows keep the input's key. */
+    const emit = (record: InboundRecord, route: Route, row: Row, keyed?: Row) => {
+      out.push({ topic: route.outputTopic, key: keyed ? rowKeyText(keyed, route.outputKey) : record.key, value: JSON.stringify(row), headers: record.headers });
       emitted++;
     };
     /** Time spent per stage in this batch, for the step-latency histogram. */
     const stageMs = new Map<CompiledStage, number>();
     const batchStarted = performance.now();
     for (const record of records) {
-      consumed++;
       const routes = this.#routes.get(record.topic);
       if (!routes) continue;
+      // Rows read back from a repartition topic were counted when they were first consumed.
+      if (!routes[0]!.fromHop) consumed++;
       for (let r = 0; r < routes.length; r++) {
         const route = routes[r]!;
+        if (route.fromHop && record.headers.some(([name]) => name === HOP_WATERMARK_HEADER)) {
+          const { source, watermark, idle } = JSON.parse(textDecoder.decode(record.value!)) as { source: string; watermark: number | null; idle: boolean };
+          session.tasks.hearWatermark(route.stage, record.partition, source, watermark, idle);
+          continue;
+        }
         // Each route gets its own parse: steps may change the row in place.
         const decoded = decodeRow(record.value);
         if ("poison" in decoded) {
@@ -403,18 +485,43 @@ export class ConsumerLoop {
         }
         let row;
         try {
-          row = route.stage.before(decoded.row);
+          row = route.fromHop ? decoded.row : route.stage.before(decoded.row);
         } catch (error) {
           isolate(record, route, error);
           continue;
         }
         if (row === null) {
           dropped++;
+        } else if (route.toHop) {
+          // Upstream side of a hop: re-key the row by the operator's key and send it through the
+          // repartition topic; a row without a usable event time is poison here, at its source.
+          let time;
+          try {
+            time = eventTimeOf(row, route.stage.operator!.compiled.timeColumn);
+          } catch (error) {
+            isolate(record, route, error);
+            continue;
+          }
+          out.push({
+            topic: route.toHop.topic,
+            key: rowKeyText(row, route.toHop.keyColumns),
+            value: JSON.stringify(row),
+            headers: [
+              [HOP_SOURCE_HEADER, `${record.topic}:${record.partition}`],
+              [HOP_OFFSET_HEADER, String(record.offset)],
+              ...(route.stage.def.inputs.length > 1 ? [[HOP_INPUT_HEADER, String(route.inputIndex)] as [string, string]] : []),
+            ],
+          });
+          repartitioned++;
+          this.#noteUpstream(route.stage.index, record, time);
         } else if (route.stage.operator) {
+          if (DEBUG_LOOP && !session.tasks.has(route.stage, record.partition)) this.#log("debug", `task ${route.stage.index}:${record.partition}: waiting for restore`);
           const task = await session.tasks.task(route.stage, record.partition);
+          const inputIndex = route.fromHop ? Number(headerText(record, HOP_INPUT_HEADER) ?? 0) : route.inputIndex;
+          const source = route.fromHop ? hopSource(record) : undefined;
           let result;
           try {
-            result = session.tasks.process(task, record, row, route.inputIndex);
+            result = session.tasks.process(task, record, row, inputIndex, source);
           } catch (error) {
             isolate(record, route, error);
             continue;
@@ -431,7 +538,7 @@ export class ConsumerLoop {
               isolate(record, route, error);
               continue;
             }
-            if (afterRow !== null) emit(record, route, afterRow);
+            if (afterRow !== null) emit(record, route, afterRow, produced);
           }
         } else if (route.stage.compute) {
           toCompute ??= new Map();
@@ -478,7 +585,7 @@ export class ConsumerLoop {
     if (session.tasks.active) {
       for (const { stage, rows } of session.tasks.advance(session.consumer.owned())) {
         this.metrics.timersFired(stage.index, rows.length);
-        const route = [...this.#routes.values()].flat().find((r) => r.stage === stage)!;
+        const route = [...this.#routes.values()].flat().find((r) => r.stage === stage && !r.toHop)!;
         for (const fired of rows) {
           let row;
           try {
@@ -501,7 +608,7 @@ export class ConsumerLoop {
             continue;
           }
           if (row !== null) {
-            out.push({ topic: route.outputTopic, key: null, value: JSON.stringify(row) });
+            out.push({ topic: route.outputTopic, key: rowKeyText(fired, route.outputKey), value: JSON.stringify(row) });
             emitted++;
           } else {
             dropped++;
@@ -510,8 +617,13 @@ export class ConsumerLoop {
       }
     }
     // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
-    if (session.tx) for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
+    if (session.tx) {
+      if (this.#txPartitions.size === 0) this.#txGeneration = session.consumer.generation?.();
+      for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
+    }
+    if (DEBUG_LOOP) this.#log("debug", `batch: sending ${out.length}`);
     await this.#send(session, out);
+    if (DEBUG_LOOP) this.#log("debug", "batch: sent");
     // Counted once the batch is acknowledged (at-least-once), or once its transaction commits
     // (exactly-once: an aborted batch is processed again and counted then).
     const c = session.tx ? this.#uncommitted : this.counters;
@@ -519,6 +631,7 @@ export class ConsumerLoop {
     c.dropped += dropped;
     c.emitted += emitted;
     c.deadLettered += deadLettered;
+    c.repartitioned += repartitioned;
     c.poison += poison.length;
     for (const { reason } of poison) c.poisonByReason[reason] = (c.poisonByReason[reason] ?? 0) + 1;
     if (stageMs.size) for (const [stage, ms] of stageMs) this.metrics.stepLatency(stage.index, stage.steps.length - 1, "stage", ms);
@@ -529,6 +642,88 @@ export class ConsumerLoop {
       if (!pending || pending.offset < next) this.#pending.set(k, { topic: record.topic, partition: record.partition, offset: next });
       if ((this.#positions.get(k) ?? -1n) < next) this.#positions.set(k, next);
     }
+  }
+
+  /** Upstream side of a hop: the highest event time sent into the hop from this input partition. */
+  #noteUpstream(stageIndex: number, record: InboundRecord, time: number): void {
+    const k = `${stageIndex}:${tpKey(record.topic, record.partition)}`;
+    let u = this.#upstream.get(k);
+    if (!u) this.#upstream.set(k, (u = { ownedSince: Date.now() }));
+    if (u.max === undefined || time > u.max) u.max = time;
+    u.seenAt = Date.now();
+  }
+
+  /**
+   * Watermarks across a hop: for each owned upstream partition of a hop, a watermark record
+   * `{ source, watermark, idle }` goes to every partition of the repartition topic, after the
+   * rows it covers (same producer, so it is read after them). Sent when it changed (at most every
+   * 100 ms) and every 2 s regardless, so a restarted downstream task hears every source soon. A
+   * partition without rows for STREAM_IDLE_PARTITION_MS is announced idle: it stops holding the
+   * downstream watermark back.
+   */
+  async #announceWatermarks(session: Session, now: number, loopQuietMs: number): Promise<void> {
+    const hops = this.#plan.hops!;
+    const idleMs = this.#plan.settings.idlePartitionMs;
+    const owned = session.consumer.owned();
+    const out: OutboundRecord[] = [];
+    for (const [index, hop] of Object.entries(hops)) {
+      const stage = this.#stages[Number(index)]!;
+      const inputs = new Set(stage.def.inputs.map((d) => this.#plan.bindings[d]!.topic));
+      for (const tp of owned) {
+        if (!inputs.has(tp.topic)) continue;
+        const k = `${index}:${tpKey(tp.topic, tp.partition)}`;
+        let u = this.#upstream.get(k);
+        if (!u) this.#upstream.set(k, (u = { ownedSince: now }));
+        // Idle: no rows for a while, and nothing left to read (or the whole loop gets nothing). A
+        // partition with lag is only slow: declaring it idle would make its rows late downstream.
+        const idle = now - (u.seenAt ?? u.ownedSince) > idleMs && (loopQuietMs > idleMs || this.#caughtUp(session, tp));
+        if (u.max === undefined && !idle) continue;
+        const changed = !u.sent || u.sent.watermark !== u.max || u.sent.idle !== idle;
+        if (u.sent && now - u.sent.at < (changed ? WATERMARK_CHANGED_MS : WATERMARK_REPEAT_MS)) continue;
+        u.sent = { watermark: u.max, idle, at: now };
+        const value = JSON.stringify({ source: `${tp.topic}:${tp.partition}`, watermark: u.max ?? null, idle });
+        for (let q = 0; q < hop.partitions; q++) out.push({ topic: hop.topic, partition: q, key: null, value, headers: [[HOP_WATERMARK_HEADER, "1"]] });
+      }
+    }
+    if (out.length) await this.#send(session, out);
+  }
+
+  /** Committed offsets of upstream partitions not read yet this session (for `#caughtUp`); asked at most every 2 s. */
+  readonly #startOffsets = new Map<string, bigint>();
+  #startOffsetsAt = 0;
+
+  /** Whether a partition has nothing left to read: its next offset has reached its (read_committed) end. */
+  #caughtUp(session: Session, tp: TopicPartition): boolean {
+    const k = tpKey(tp.topic, tp.partition);
+    const end = this.#ends.get(k);
+    if (end === undefined) return false;
+    if (end === 0n) return true;
+    const position = this.#positionOf(session, k);
+    return position !== undefined && position >= end;
+  }
+
+  /** The next offset to read of a partition: processed this session, else its committed offset (looked up, at most every 2 s). */
+  #positionOf(session: Session, k: string): bigint | undefined {
+    const position = this.#positions.get(k) ?? this.#startOffsets.get(k);
+    if (position === undefined && Date.now() - this.#startOffsetsAt >= END_OFFSETS_INTERVAL_MS) {
+      this.#startOffsetsAt = Date.now();
+      const topics = [...new Set(session.consumer.owned().map((tp) => tp.topic))];
+      void session.admin.committedOffsets(this.#plan.groupId, topics).then((offsets) => {
+        for (const o of offsets) if (o.offset >= 0n) this.#startOffsets.set(tpKey(o.topic, o.partition), o.offset);
+      }, () => {});
+    }
+    return position;
+  }
+
+  /** An owned partition ("topic:partition") whose known position is below its known end, if any. */
+  #lagging(session: Session): string | undefined {
+    for (const tp of session.consumer.owned()) {
+      const k = tpKey(tp.topic, tp.partition);
+      const end = this.#ends.get(k);
+      const position = this.#positionOf(session, k);
+      if (end !== undefined && position !== undefined && position < end) return `${tp.topic}:${tp.partition}`;
+    }
+    return undefined;
   }
 
   /** Queues a poison row for the input's dead-letter topic. True when it was queued. */
@@ -597,9 +792,16 @@ export class ConsumerLoop {
    */
   async #commitTransaction(session: Session): Promise<void> {
     const tx = session.tx!;
+    if (DEBUG_LOOP) this.#log("debug", "commit transaction: start");
     const owned = new Set(session.consumer.owned().map((tp) => tpKey(tp.topic, tp.partition)));
     for (const k of this.#txPartitions) if (!owned.has(k)) this.#revokedMidTransaction = true;
     if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
+    // A rebalance since the transaction's first batch (even one that gave the same partitions
+    // back, e.g. after a pause): another member may have processed these records meanwhile.
+    const generation = session.consumer.generation?.();
+    if (this.#txPartitions.size > 0 && generation !== undefined && this.#txGeneration !== undefined && generation !== this.#txGeneration) {
+      throw new FvError("KAFKA_FENCED", `the group moved from generation ${this.#txGeneration} to ${generation} during the transaction: aborting it and rejoining`);
+    }
     const offsets = this.#takeCommittable(session);
     const changelog = session.tasks.drainChangelog();
     if (!tx.inTransaction && offsets.length === 0 && changelog.length === 0) return;
@@ -618,11 +820,13 @@ export class ConsumerLoop {
       this.#syncCheckpointCounters();
     }
     this.metrics.checkpointCommitted(performance.now() - started);
+    if (DEBUG_LOOP) this.#log("debug", "commit transaction: done");
     this.metrics.transaction("commit");
     this.counters.transactionsCommitted++;
     addCounters(this.counters, this.#uncommitted);
     this.#uncommitted = emptyCounters();
     this.#txPartitions.clear();
+    this.#txGeneration = undefined;
     this.#markCommitted(offsets);
   }
 
@@ -681,6 +885,24 @@ export class ConsumerLoop {
     await session.producer?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
     await session.tx?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
   }
+}
+
+const textDecoder = new TextDecoder();
+
+function headerText(record: InboundRecord, name: string): string | undefined {
+  const header = record.headers.find(([n]) => n === name);
+  return header ? textDecoder.decode(header[1]) : undefined;
+}
+
+function hopSource(record: InboundRecord): { key: string; offset: bigint } | undefined {
+  const key = headerText(record, HOP_SOURCE_HEADER);
+  const offset = headerText(record, HOP_OFFSET_HEADER);
+  return key !== undefined && offset !== undefined ? { key, offset: BigInt(offset) } : undefined;
+}
+
+/** The key columns of what a stateful stage emits, as its rows name them. */
+function outputKeyOf(stage: CompiledStage): readonly string[] {
+  return outputKeyColumns(stage) ?? [];
 }
 
 function asFvError(error: unknown): FvError {

@@ -9,8 +9,8 @@ export type LoopCounters = Omit<BuildMetrics, "consumers" | "partitions" | "reco
 export function emptyCounters(): LoopCounters {
   return {
     consumed: 0, emitted: 0, dropped: 0, poison: 0, deadLettered: 0, commits: 0, poisonByReason: {},
-    transactionsCommitted: 0, transactionsAborted: 0, checkpointFailures: 0, checkpointTimeouts: 0, restarts: 0,
-    late: 0, restoredRecords: 0, restoreMs: 0, stateKeys: 0, stateBytes: 0,
+    transactionsCommitted: 0, transactionsAborted: 0, checkpointFailures: 0, checkpointTimeouts: 0, restarts: 0, stallRestarts: 0,
+    late: 0, repartitioned: 0, restoredRecords: 0, restoreMs: 0, stateKeys: 0, stateBytes: 0,
   };
 }
 
@@ -27,7 +27,9 @@ export function addCounters(into: LoopCounters, from: LoopCounters): LoopCounter
   into.checkpointFailures += from.checkpointFailures;
   into.checkpointTimeouts += from.checkpointTimeouts;
   into.restarts += from.restarts;
+  into.stallRestarts += from.stallRestarts;
   into.late += from.late;
+  into.repartitioned += from.repartitioned;
   into.restoredRecords += from.restoredRecords;
   into.restoreMs += from.restoreMs;
   into.stateKeys += from.stateKeys;

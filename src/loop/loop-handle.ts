@@ -27,7 +27,8 @@ export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHand
 
 /** Runs the loop in a Worker, so N consumers use N cores. */
 export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
-  const worker = new Worker(new URL("./consumer-worker.ts", import.meta.url).href, { type: "module" });
+  // The same extension as this module: .ts from source (Bun, Deno), .js from dist/ (Node).
+  const worker = new Worker(new URL(`./consumer-worker${import.meta.url.slice(-3)}`, import.meta.url).href, { type: "module" });
   let counters = emptyCounters();
   let owned: TopicPartition[] = [];
   let metrics = emptySnapshot();

@@ -9,10 +9,12 @@ interface Task {
   stage: CompiledStage;
   partition: number;
   op: Operator;
-  /** Next input offset per topic already folded into the state (restored, then advanced). */
+  /** Next input offset per topic (or per upstream "topic:partition" through a hop) already folded into the state. */
   covered: Map<string, bigint>;
-  /** Whether `covered` moved since the last changelog. */
+  /** Whether `covered` (or the event times) moved since the last changelog. */
   offsetsDirty: boolean;
+  /** Highest event time folded in, per input topic: checkpointed, so a restored task knows how far its partition got. */
+  eventTimes: Map<string, number>;
 }
 
 export interface OperatorTaskOptions {
@@ -34,6 +36,11 @@ export interface TaskCounters {
 
 /** Key of the changelog entry that records which input offsets a task's state covers. */
 const OFFSETS_KEY = "\u0000offsets";
+/**
+ * Key of the changelog entry with the task's event-time progress: `{ eventTimes: { topic: ms },
+ * heard: { source: ms } }`. Restored, it lets windows that were due close without new rows.
+ */
+const TIME_KEY = "\u0000time";
 
 /**
  * The stateful operators of one consumer loop: one instance per (stage, partition), restored from
@@ -53,6 +60,12 @@ export class OperatorTasks {
   readonly #ownedSince = new Map<string, number>();
   /** The loop's counters: late rows, restore figures and live state size are kept there. */
   readonly counters: TaskCounters;
+  /** Stages fed through a repartition topic: every upstream partition ("topic:partition") that feeds them. */
+  readonly #upstreamOf = new Map<number, readonly string[]>();
+  /** Per (stage, repartition partition): the latest watermark heard from each upstream partition. */
+  readonly #heard = new Map<string, Map<string, { watermark: number | null; idle: boolean }>>();
+  /** Tasks ("stage:partition") whose heard watermarks changed since the last changelog. */
+  readonly #heardDirty = new Set<string>();
 
   constructor(stages: readonly CompiledStage[], admin: Admin, options: OperatorTaskOptions, counters: TaskCounters) {
     this.#stages = stages.filter((s) => s.operator);
@@ -81,6 +94,11 @@ export class OperatorTasks {
     }
   }
 
+  /** Whether the task of (stage, partition) is restored and ready. */
+  has(stage: CompiledStage, partition: number): boolean {
+    return this.#tasks.has(`${stage.index}:${partition}`);
+  }
+
   /** The task of (stage, partition), restored from the state topic on first use. */
   task(stage: CompiledStage, partition: number): Promise<Task> {
     const id = `${stage.index}:${partition}`;
@@ -100,6 +118,8 @@ export class OperatorTasks {
     const prefix = `${stage.index}/`;
     const entries: StateEntry[] = [];
     const covered = new Map<string, bigint>();
+    const eventTimes = new Map<string, number>();
+    let heard: Record<string, number | null> = {};
     const decoder = new TextDecoder();
     for (const record of records) {
       const key = record.key ? decoder.decode(record.key) : "";
@@ -111,7 +131,12 @@ export class OperatorTasks {
       } catch (error) {
         throw new FvError("STATE_CORRUPTED", `state record ${this.#options.stateTopic}[${partition}]@${record.offset} is not JSON`, { cause: error });
       }
-      if (stateKey === OFFSETS_KEY) {
+      if (stateKey === TIME_KEY) {
+        const time = (value ?? {}) as { eventTimes?: Record<string, number>; heard?: Record<string, number | null> };
+        eventTimes.clear();
+        for (const [topic, t] of Object.entries(time.eventTimes ?? {})) eventTimes.set(topic, t);
+        heard = time.heard ?? {};
+      } else if (stateKey === OFFSETS_KEY) {
         covered.clear();
         for (const [topic, offset] of Object.entries((value ?? {}) as Record<string, string>)) covered.set(topic, BigInt(offset));
       } else {
@@ -120,7 +145,16 @@ export class OperatorTasks {
     }
     const op = stage.operator!.compiled.create();
     op.restore(entries);
-    const task: Task = { stage, partition, op, covered, offsetsDirty: false };
+    const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes };
+    // Event-time progress comes back with the state: a partition without new rows still counts
+    // with how far it got (until it goes idle), and a hop partition with what it last heard.
+    const now = Date.now();
+    for (const [topic, t] of eventTimes) {
+      const k = `${stage.index}:${topic}:${partition}`;
+      const seen = this.#eventTimes.get(k);
+      if (!seen || seen.max < t) this.#eventTimes.set(k, { max: t, seenAt: now });
+    }
+    for (const [source, watermark] of Object.entries(heard)) if (watermark !== null) this.hearWatermark(stage, partition, source, watermark, false, true);
     // The partition may have moved away while its state was read: use the task, never keep it.
     if (!this.#ownedPartitions || this.#ownedPartitions.has(partition)) this.#tasks.set(id, task);
     this.counters.restoredRecords += records.length;
@@ -134,20 +168,67 @@ export class OperatorTasks {
    * covers this record (it was processed before a restart). Throws FvError POISON_ROW for a row
    * without a usable event time.
    */
-  process(task: Task, record: InboundRecord, row: Row, input: number): { rows: Row[]; late: Row[]; skipped: boolean } {
-    const next = record.offset + 1n;
-    if (record.offset < (task.covered.get(record.topic) ?? -1n)) return { rows: [], late: [], skipped: true };
+  process(task: Task, record: InboundRecord, row: Row, input: number, source?: { key: string; offset: bigint }): { rows: Row[]; late: Row[]; skipped: boolean } {
+    // A row read through a repartition hop is tracked by the upstream partition and offset it came
+    // from: a replay of the upstream (at-least-once, after a rebalance) then changes no state twice.
+    const coverKey = source?.key ?? record.topic;
+    const offset = source?.offset ?? record.offset;
+    const next = offset + 1n;
+    if (offset < (task.covered.get(coverKey) ?? -1n)) return { rows: [], late: [], skipped: true };
     const compiled = task.stage.operator!.compiled;
     const time = eventTimeOf(row, compiled.timeColumn);
     const out = task.op.process(row, time, input);
-    task.covered.set(record.topic, next);
+    task.covered.set(coverKey, next);
     task.offsetsDirty = true;
+    if ((task.eventTimes.get(record.topic) ?? -Infinity) < time) task.eventTimes.set(record.topic, time);
     const k = `${task.stage.index}:${record.topic}:${record.partition}`;
     const seen = this.#eventTimes.get(k);
     if (!seen || seen.max < time) this.#eventTimes.set(k, { max: time, seenAt: Date.now() });
     else seen.seenAt = Date.now();
     this.counters.late += out.late.length;
     return { rows: out.rows, late: out.late, skipped: false };
+  }
+
+  /**
+   * Marks a stage as fed through a repartition topic by these upstream partitions. Its watermark
+   * is then the minimum of what each of them announced (`hearWatermark`), per repartition
+   * partition, not the event times its own rows carry: rows of every upstream partition meet in
+   * each repartition partition, and a fast one must not make a slow one's rows late.
+   */
+  setUpstream(stage: CompiledStage, upstream: readonly string[]): void {
+    this.#upstreamOf.set(stage.index, upstream);
+  }
+
+  /** A watermark record read from partition `partition` of a stage's repartition topic. */
+  hearWatermark(stage: CompiledStage, partition: number, source: string, watermark: number | null, idle: boolean, restored = false): void {
+    const id = `${stage.index}:${partition}`;
+    let heard = this.#heard.get(id);
+    if (!heard) this.#heard.set(id, (heard = new Map()));
+    const before = heard.get(source);
+    // A restored value never overrides what this session heard already.
+    if (restored && before) return;
+    if (!restored) this.#heardDirty.add(id);
+    // A source's watermark never goes back (a restarted upstream owner may announce less at first).
+    const kept = before?.watermark != null && (watermark === null || watermark < before.watermark) ? before.watermark : watermark;
+    heard.set(source, { watermark: kept, idle });
+  }
+
+  /** The watermark of one repartition partition: min over non-idle upstream partitions (all idle: over all); undefined until every one was heard. */
+  #hopWatermark(stage: CompiledStage, partition: number): number | undefined {
+    const heard = this.#heard.get(`${stage.index}:${partition}`);
+    if (!heard) return undefined;
+    let active = Infinity;
+    let all = Infinity;
+    for (const source of this.#upstreamOf.get(stage.index)!) {
+      const h = heard.get(source);
+      if (!h) return undefined;
+      if (h.watermark === null) continue;
+      all = Math.min(all, h.watermark);
+      if (!h.idle) active = Math.min(active, h.watermark);
+    }
+    // Every source idle: nothing is on its way, so the least of what they announced holds.
+    const watermark = active !== Infinity ? active : all;
+    return watermark === Infinity ? undefined : watermark;
   }
 
   /**
@@ -159,11 +240,24 @@ export class OperatorTasks {
     const fired: Array<{ stage: CompiledStage; rows: Row[] }> = [];
     for (const tp of owned) if (!this.#ownedSince.has(`${tp.topic}:${tp.partition}`)) this.#ownedSince.set(`${tp.topic}:${tp.partition}`, now);
     for (const stage of this.#stages) {
+      if (this.#upstreamOf.has(stage.index)) {
+        const rows: Row[] = [];
+        for (const task of this.#tasks.values()) {
+          if (task.stage !== stage) continue;
+          const watermark = this.#hopWatermark(stage, task.partition);
+          if (watermark !== undefined) rows.push(...task.op.advance(watermark - stage.operator!.compiled.allowedLatenessMs));
+        }
+        if (rows.length) fired.push({ stage, rows });
+        continue;
+      }
       let watermark = Infinity;
       let any = false;
+      /** The least max event time over every owned input partition, idle or not (-Infinity: one never seen). */
+      let least = Infinity;
       for (const tp of owned) {
         if (!this.#stageTopics(stage).has(tp.topic)) continue;
         const seen = this.#eventTimes.get(`${stage.index}:${tp.topic}:${tp.partition}`);
+        least = Math.min(least, seen?.max ?? -Infinity);
         const idleSince = seen?.seenAt ?? this.#ownedSince.get(`${tp.topic}:${tp.partition}`) ?? now;
         if (now - idleSince > this.#options.idlePartitionMs) continue;
         if (!seen) {
@@ -173,7 +267,9 @@ export class OperatorTasks {
         any = true;
         watermark = Math.min(watermark, seen.max);
       }
-      if (!any || watermark === -Infinity) continue;
+      // Every owned partition idle: nothing is on its way here, so the least of how far each got holds.
+      if (!any && watermark !== -Infinity && least !== Infinity && least !== -Infinity) watermark = least;
+      else if (!any || watermark === -Infinity) continue;
       watermark -= stage.operator!.compiled.allowedLatenessMs;
       const rows: Row[] = [];
       for (const task of this.#tasks.values()) if (task.stage === stage) rows.push(...task.op.advance(watermark));
@@ -201,6 +297,12 @@ export class OperatorTasks {
       for (const entry of task.op.drainChanges()) {
         out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + entry.key, value: entry.value === null ? null : JSON.stringify(entry.value) });
       }
+      const id = `${task.stage.index}:${task.partition}`;
+      if (task.offsetsDirty || this.#heardDirty.has(id)) {
+        const heard = Object.fromEntries([...(this.#heard.get(id) ?? [])].filter(([, h]) => h.watermark !== null).map(([source, h]) => [source, h.watermark]));
+        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + TIME_KEY, value: JSON.stringify({ eventTimes: Object.fromEntries(task.eventTimes), heard }) });
+        this.#heardDirty.delete(id);
+      }
       if (task.offsetsDirty) {
         const offsets = Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]));
         out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + OFFSETS_KEY, value: JSON.stringify(offsets) });
@@ -222,11 +324,11 @@ export class OperatorTasks {
     return out;
   }
 
-  /** Live state of one partition number over the stateful stages (for the build record); undefined when none. */
-  sizeOf(partition: number): { keys: number; bytes: number } | undefined {
+  /** Live state fed by one partition of one topic, over the stateful stages (for the build record); undefined when none. */
+  sizeOf(topic: string, partition: number): { keys: number; bytes: number } | undefined {
     let size: { keys: number; bytes: number } | undefined;
     for (const task of this.#tasks.values()) {
-      if (task.partition !== partition) continue;
+      if (task.partition !== partition || !this.#stageTopics(task.stage).has(topic)) continue;
       const s = task.op.stateSize();
       size = { keys: (size?.keys ?? 0) + s.keys, bytes: (size?.bytes ?? 0) + s.bytes };
     }
@@ -239,12 +341,14 @@ export class OperatorTasks {
     this.#ownedPartitions = partitions;
     for (const [id, task] of this.#tasks) if (!partitions.has(task.partition)) this.#tasks.delete(id);
     for (const key of this.#eventTimes.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#eventTimes.delete(key);
+    for (const key of this.#heard.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#heard.delete(key);
   }
 
   /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */
   clear(): void {
     this.#tasks.clear();
     this.#eventTimes.clear();
+    this.#heard.clear();
     this.#ownedSince.clear();
   }
 }

@@ -21,6 +21,18 @@ export interface LoopPlan {
   instanceId: string;
   /** Where compute steps (WASM, container) are resolved and run. */
   compute?: ComputeConfig;
+  /** Repartition hops, by stage index (see control/keying.ts); created before the loops start. */
+  hops?: Record<number, HopPlan>;
+}
+
+/** A stage's repartition hop: its topic and the upstream partitions whose watermarks cross it. */
+export interface HopPlan {
+  topic: string;
+  partitions: number;
+  /** Key columns per stage input, for re-keying rows into the hop. */
+  keyColumns: string[][];
+  /** Every partition of the stage's input topics, as "topic:partition". */
+  upstream: string[];
 }
 
 export const groupIdOf = (pipeline: string) => `fv-stream-${pipeline}`;

@@ -1,20 +1,21 @@
 import { parseSettings, type Settings } from "../control/settings.ts";
+import { planKeying } from "../control/keying.ts";
 import { compileTopology } from "../control/topology.ts";
-import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type TopicBinding, type Topology } from "../control/types.ts";
+import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type InternalTopic, type TopicBinding, type Topology } from "../control/types.ts";
 import { FvError } from "../errors.ts";
-import { loadKafkaClient } from "../kafka/clients.ts";
+import { loadKafkaClient, resolveKafkaClient } from "../kafka/clients.ts";
 import type { TopicSpec } from "../kafka/port.ts";
 import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./compute-runtime.ts";
 import { addCounters, emptyCounters } from "./counters.ts";
 import { mergeSnapshots, type MetricsSnapshot } from "../metrics/index.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "./logger.ts";
-import { groupIdOf, type LoopPlan, stateTopicOf } from "./plan.ts";
+import { groupIdOf, type HopPlan, type LoopPlan, stateTopicOf } from "./plan.ts";
 
 export interface RunStreamOptions {
   /** Engine settings; default: parsed from an empty environment (all defaults). */
   settings?: Settings;
-  /** Kafka adapter name; default "platformatic". */
+  /** Kafka adapter name (auto, platformatic, confluent); default: the settings' STREAM_KAFKA_CLIENT. */
   kafkaClient?: string;
   log?: Logger;
   /** Aborting it starts the ordered shutdown at once, without waiting for the next heartbeat. */
@@ -77,6 +78,8 @@ export async function runStream(
   /** The stage graph, for status pages: `{ index, inputs, output, steps: [op, ...] }`. */
   let stages: Array<{ index: number; inputs: string[]; output: string; steps: string[] }> | undefined;
   let lastRate = { at: Date.now(), consumed: 0, perSecond: 0 };
+  /** The adapter in use, once `auto` is resolved (the build record names it). */
+  let kafkaClient = options.kafkaClient ?? options.settings?.kafkaClient ?? "auto";
 
   const snapshot = (status: BuildStatus, error?: string): BuildRecord => {
     const counters = emptyCounters();
@@ -95,7 +98,7 @@ export async function runStream(
         ...counters,
         consumers: handles.length,
         guarantee,
-        kafkaClient: options.kafkaClient ?? "platformatic",
+        kafkaClient,
         partitions: handles.flatMap((h) => h.owned()).sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition),
         recordsPerSecond: lastRate.perSecond,
       },
@@ -115,12 +118,19 @@ export async function runStream(
   await put("STARTING");
   let settings: Settings;
   let plan: StreamPlan;
+  let hops: Record<number, HopPlan>;
   try {
     settings = options.settings ?? parseSettings({});
+    const resolved = await resolveKafkaClient(options.kafkaClient ?? settings.kafkaClient);
+    kafkaClient = resolved.name;
+    log("info", `kafka client: ${resolved.name} (${resolved.detail})`, { pipeline, kafkaClient: resolved.name });
     guarantee = settings.exactlyOnce ? "exactly-once" : "at-least-once";
     plan = await planStream(host, pipeline, { compute: options.compute });
     stages = plan.topology.stages.map((s, index) => ({ index, inputs: s.inputs, output: s.output, steps: s.steps.map((step) => step.op) }));
-    await prepareTopics(plan, settings, options.kafkaClient ?? "platformatic", pipeline);
+    const prepared = await prepareTopics(plan, settings, kafkaClient, pipeline);
+    hops = prepared.hops;
+    current = { ...current, internalTopics: prepared.internalTopics };
+    for (const keying of planKeying(compileTopology(plan.topology), pipeline)) log("info", `stage ${keying.stage + 1}: ${keying.reason}`, { pipeline });
   } catch (error) {
     const message = (error as Error)?.message ?? String(error);
     log("error", message, { pipeline });
@@ -135,10 +145,11 @@ export async function runStream(
     topology: plan.topology,
     bindings: plan.bindings,
     settings,
-    kafkaClient: options.kafkaClient ?? "platformatic",
+    kafkaClient,
     consumerIndex,
     instanceId,
     compute: options.compute,
+    hops,
   }));
   const useWorkers = settings.consumers > 1 && !options.inline && typeof Worker !== "undefined";
   handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));
@@ -183,8 +194,16 @@ export async function runStream(
  */
 const STATE_BATCH_MAX_BYTES = 64 * 1024 * 1024;
 
-/** Checks inputs exist, then creates missing outputs and dead-letter topics with the input's partition count. */
-async function prepareTopics(plan: StreamPlan, settings: Settings, kafkaClient: string, pipeline: string): Promise<void> {
+/**
+ * Checks inputs exist, then creates missing outputs and dead-letter topics with the input's
+ * partition count, and the engine's internal topics: repartition topics and the state topic.
+ */
+async function prepareTopics(
+  plan: StreamPlan,
+  settings: Settings,
+  kafkaClient: string,
+  pipeline: string,
+): Promise<{ hops: Record<number, HopPlan>; internalTopics: InternalTopic[] }> {
   const client = (await loadKafkaClient(kafkaClient))(settings.brokers.split(","));
   const admin = client.admin({ clientId: `fv-admin-${pipeline}` });
   try {
@@ -212,11 +231,26 @@ async function prepareTopics(plan: StreamPlan, settings: Settings, kafkaClient: 
       partitions ??= specs.find((s) => s.topic === plan.bindings[first]!.topic)?.partitions ?? 1;
       specs.push({ topic: plan.bindings[stage.def.output]!.topic, partitions });
     }
-    // Stateful stages: a join's inputs must be co-partitioned; the compacted state topic has as
-    // many partitions as the widest stateful input (changelog of input partition p → partition p).
+    // Stateful stages: a join's inputs must be co-partitioned, unless a repartition hop does it;
+    // the compacted state topic has as many partitions as the widest stateful input (changelog
+    // of input partition p → partition p), the hop's partitions counted as its input.
     let statePartitions = 0;
+    const keyings = new Map(planKeying(compiled, pipeline).map((k) => [k.stage, k]));
+    const hops: Record<number, HopPlan> = {};
+    const internalTopics: InternalTopic[] = [];
     for (const stage of compiled.stages.filter((s) => s.operator)) {
       const counts = stage.def.inputs.map((d) => partitionsOf(d) ?? specs.find((s) => s.topic === plan.bindings[d]!.topic)?.partitions ?? 1);
+      const hop = keyings.get(stage.index)?.hop;
+      if (hop) {
+        const partitions = settings.repartitionPartitions || Math.max(...counts);
+        const upstream = stage.def.inputs.flatMap((d, i) => Array.from({ length: counts[i]! }, (_, p) => `${plan.bindings[d]!.topic}:${p}`));
+        hops[stage.index] = { topic: hop.topic, partitions, keyColumns: hop.keyColumns.map((c) => [...c]), upstream: [...new Set(upstream)] };
+        // Deleted by time, like Kafka Streams' repartition topics; a week covers a long stop.
+        specs.push({ topic: hop.topic, partitions, configs: { "cleanup.policy": "delete", "retention.ms": String(7 * 24 * 3600 * 1000) } });
+        internalTopics.push({ topic: hop.topic, partitions, purpose: "repartition", stage: stage.index + 1, keyedBy: [...hop.keyColumns[0]!] });
+        statePartitions = Math.max(statePartitions, partitions);
+        continue;
+      }
       if (new Set(counts).size > 1) {
         throw new FvError(
           "INVALID_TOPOLOGY",
@@ -226,9 +260,17 @@ async function prepareTopics(plan: StreamPlan, settings: Settings, kafkaClient: 
       }
       statePartitions = Math.max(statePartitions, ...counts);
     }
-    if (statePartitions > 0) specs.push({ topic: stateTopicOf(pipeline), partitions: statePartitions, configs: { "cleanup.policy": "compact", "max.message.bytes": String(STATE_BATCH_MAX_BYTES) } });
+    if (statePartitions > 0) {
+      specs.push({ topic: stateTopicOf(pipeline), partitions: statePartitions, configs: { "cleanup.policy": "compact", "max.message.bytes": String(STATE_BATCH_MAX_BYTES) } });
+      internalTopics.unshift({ topic: stateTopicOf(pipeline), partitions: statePartitions, purpose: "state" });
+    }
     // Stages are in order, so an intermediate topic is created before a later stage reads it.
     await admin.createTopics(specs);
+    // An existing state topic keeps its partition count: report what it has.
+    const existing = await admin.partitionCounts(internalTopics.map((t) => t.topic));
+    for (const t of internalTopics) t.partitions = existing.get(t.topic) ?? t.partitions;
+    for (const hop of Object.values(hops)) hop.partitions = existing.get(hop.topic) ?? hop.partitions;
+    return { hops, internalTopics };
   } finally {
     await admin.close();
   }

@@ -50,6 +50,8 @@ export function metricsFromBuildRecord(record: BuildRecord): MetricFamily[] {
   if (isCount(m.checkpointFailures) && isCount(m.checkpointTimeouts)) {
     add(c.checkpointFailures, [{ kind: "error" }, m.checkpointFailures - m.checkpointTimeouts], [{ kind: "timeout" }, m.checkpointTimeouts]);
   }
+  add(c.checkpointTimeouts, [{}, m.checkpointTimeouts]);
+  add(c.recordsRepartitioned, [{}, m.repartitioned]);
   add(c.transactions, [{ result: "commit" }, m.transactionsCommitted], [{ result: "abort" }, m.transactionsAborted]);
   add(c.loopRestarts, [{}, m.restarts]);
   add(c.consumers, [{}, m.consumers]);

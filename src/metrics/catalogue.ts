@@ -40,6 +40,8 @@ export const metricCatalogue = Object.freeze({
   recordsDeadLettered: def("fv_records_dead_lettered_total", "counter", "record", "Poison rows written to a dead-letter topic."),
   checkpointCommits: def("fv_checkpoint_commits_total", "counter", "record", "Checkpoints (offset commits) done."),
   checkpointFailures: def("fv_checkpoint_failures_total", "counter", "record", "Checkpoints that failed: kind=timeout ran past the deadline, kind=error threw.", ["kind"]),
+  checkpointTimeouts: def("fv_checkpoint_timeouts_total", "counter", "record", "Checkpoints that ran past STREAM_CHECKPOINT_DEADLINE_MS (also in fv_checkpoint_failures_total{kind=\"timeout\"})."),
+  recordsRepartitioned: def("fv_records_repartitioned_total", "counter", "record", "Rows written, re-keyed, to repartition topics fv-repartition-<name>-<stage>."),
   transactions: def("fv_transactions_total", "counter", "record", "Transactions ended (exactly-once), by result: commit or abort.", ["result"]),
   loopRestarts: def("fv_loop_restarts_total", "counter", "record", "Times a consumer loop rejoined the group after a recoverable failure."),
   consumers: def("fv_consumers", "gauge", "record", "Consumers this process runs in the group."),

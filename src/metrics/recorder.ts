@@ -60,6 +60,7 @@ export class MetricsRecorder implements Metrics {
   }
   checkpointFailed(kind: "timeout" | "error"): void {
     this.#add(metricCatalogue.checkpointFailures, kind, { kind }, 1);
+    if (kind === "timeout") this.#add(metricCatalogue.checkpointTimeouts, "", {}, 1);
   }
   lateRecordsDropped(stage: number, count: number): void {
     this.#add(metricCatalogue.lateRecordsDropped, String(stage), { stage: String(stage) }, count);

@@ -21,6 +21,8 @@ describe("parseSettings", () => {
       idlePartitionMs: 10000,
       stateMaxKeys: 1000000,
       lateRows: "drop",
+      repartitionPartitions: 0,
+      kafkaClient: "auto",
     });
   });
 
@@ -37,6 +39,7 @@ describe("parseSettings", () => {
     ["STREAM_CONSUMERS", "0", "at least 1"],
     ["STREAM_BATCH_SIZE", "-5", "whole number"],
     ["STREAM_OFFSET_RESET", "beginning", "earliest or latest"],
+    ["STREAM_KAFKA_CLIENT", "librdkafka", "auto, platformatic (pure JS) or confluent"],
     ["STREAM_BROKERS", "localhost", "host:port"],
     ["STREAM_EXACTLY_ONCE", "yes", "true or false"],
   ])("%s=%s is refused with a message saying what it accepts", (name, value, hint) => {

@@ -1,6 +1,13 @@
-/** Runs the fv-streams CLI as a user would: a child process on Bun or Deno. */
+/**
+ * Runs the fv-streams CLI as a user would: a child process on Bun, Deno or Node (the tsc build in
+ * dist/, `npm run build`).
+ *
+ * FV_TEST_ENGINE picks the engine a test gets when it names no runtime: `bun` (the default),
+ * `node-confluent` (Node with librdkafka) or `node-platformatic` (Node with the pure-JS client).
+ * scripts/test.sh runs the integration files once per engine, so one suite proves both adapters.
+ */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { classifyStderrLine } from "../../runtime/logging.ts";
@@ -10,8 +17,40 @@ export const ROOT = resolve(import.meta.dir, "../..");
 export const BUN = join(ROOT, "node_modules/.bin/bun");
 export const DENO = join(ROOT, "node_modules/.bin/deno");
 const MAIN = join(ROOT, "runtime/cli/main.ts");
+export const NODE_MAIN = join(ROOT, "dist/runtime/cli/main.js");
 
-export type Runtime = "bun" | "deno";
+export type Runtime = "bun" | "deno" | "node";
+
+/** The engine of runs that name no runtime, and the Kafka client it uses (STREAM_KAFKA_CLIENT). */
+export interface TestEngine {
+  name: string;
+  runtime: Runtime;
+  kafkaClient?: "platformatic" | "confluent";
+}
+
+function engineFromEnv(value: string | undefined): TestEngine {
+  switch (value ?? "bun") {
+    case "bun":
+      return { name: "bun", runtime: "bun" };
+    case "node-confluent":
+      return { name: "node-confluent", runtime: "node", kafkaClient: "confluent" };
+    case "node-platformatic":
+      return { name: "node-platformatic", runtime: "node", kafkaClient: "platformatic" };
+    default:
+      throw new Error(`FV_TEST_ENGINE=${value}: use bun, node-confluent or node-platformatic`);
+  }
+}
+
+export const TEST_ENGINE: TestEngine = engineFromEnv(process.env.FV_TEST_ENGINE || undefined);
+/** The client a run of the test engine reports in its build record (Bun's auto is the pure-JS one). */
+export const ENGINE_KAFKA_CLIENT = TEST_ENGINE.kafkaClient ?? "platformatic";
+
+function commandFor(runtime: Runtime, args: string[]): string[] {
+  if (runtime === "bun") return [BUN, MAIN, ...args];
+  if (runtime === "deno") return [DENO, "run", "-A", MAIN, ...args];
+  if (!existsSync(NODE_MAIN)) throw new Error(`${NODE_MAIN} is missing: run \`npm run build\` first (Node runs the tsc build)`);
+  return ["node", NODE_MAIN, ...args];
+}
 
 /** Writes a pipeline file to a fresh temp folder and returns its path. */
 export function writePipeline(toml: string): string {
@@ -54,12 +93,14 @@ export interface CliOptions {
 }
 
 export function startCli(args: string[], options: CliOptions = {}): CliRun {
-  const runtime = options.runtime ?? "bun";
-  const command = options.executable ? [options.executable, ...args] : runtime === "bun" ? [BUN, MAIN, ...args] : [DENO, "run", "-A", MAIN, ...args];
+  const runtime = options.runtime ?? TEST_ENGINE.runtime;
+  const command = options.executable ? [options.executable, ...args] : commandFor(runtime, args);
+  // The engine's client applies to the runs it starts (Node); Bun and Deno runs keep the pure-JS client.
+  const client = !options.runtime && !options.executable && TEST_ENGINE.kafkaClient ? { STREAM_KAFKA_CLIENT: TEST_ENGINE.kafkaClient } : {};
   const child = spawn(command[0]!, command.slice(1), {
     cwd: options.cwd ?? ROOT,
     // Port 0: runs in parallel (and a developer's own stream on 8686) never collide.
-    env: { ...process.env, STREAM_HEARTBEAT_INTERVAL_MS: "200", STREAM_RECORD_INTERVAL_MS: "500", STREAM_ADMIN_ADDR: "127.0.0.1:0", ...options.env },
+    env: { ...process.env, STREAM_HEARTBEAT_INTERVAL_MS: "200", STREAM_RECORD_INTERVAL_MS: "500", STREAM_ADMIN_ADDR: "127.0.0.1:0", ...client, ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const run: CliRun = { child, lines: [], records: [], logs: [], exited: undefined as never };

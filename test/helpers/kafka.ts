@@ -101,14 +101,23 @@ export function collect(topic: string, options: { restartAfterMs?: number } = {}
     while (running) {
       const current = client.consumer({ groupId: uniqueName("fv-test-collector"), clientId: "fv-test-collector", topics: [topic], offsetReset: "earliest" });
       consumer = current;
-      // A join that does not finish in time is abandoned like a stalled reader.
-      if (!(await settlesWithin(current.start(), restartAfterMs))) {
+      // A join that fails (the broker restarting) or does not finish in time is abandoned like a stalled reader.
+      const started = current.start().then(() => true, () => false);
+      if (!(await settlesWithin(started, restartAfterMs)) || !(await started)) {
         void current.close().catch(() => {});
+        await new Promise((r) => setTimeout(r, 500));
         continue;
       }
       let lastNew = Date.now();
       while (running && Date.now() - lastNew < restartAfterMs) {
-        for (const r of await current.poll(5000, 200)) {
+        let batch: InboundRecord[];
+        try {
+          batch = await current.poll(5000, 200);
+        } catch {
+          // The broker went away under the reader: start over.
+          break;
+        }
+        for (const r of batch) {
           const k = `${r.partition}@${r.offset}`;
           if (seen.has(k)) continue;
           seen.add(k);

@@ -13,7 +13,7 @@ import { serveAdmin } from "../../runtime/serve.ts";
 import type { BuildRecord } from "../../src/index.ts";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { parsePrometheusText, sampleValue } from "../metrics/prom-text.ts";
-import { adminUrlOf, BUN, type CliRun, lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { adminUrlOf, BUN, type CliRun, ENGINE_KAFKA_CLIENT, lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
 import { collect, committedOffsets, consumeAll, createTopic, header, json, produce, uniqueName } from "../helpers/kafka.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -394,7 +394,7 @@ describe("the admin server of a run", () => {
     expect(value("fv_consumers")).toBe(1);
     expect(value("fv_assigned_partitions")).toBe(2);
     expect(value("fv_records_per_second")).toBe(0);
-    expect(value("fv_build_info", { pipeline: t.name, build: record.id, guarantee: "at-least-once", kafka_client: "platformatic" })).toBe(1);
+    expect(value("fv_build_info", { pipeline: t.name, build: record.id, guarantee: "at-least-once", kafka_client: ENGINE_KAFKA_CLIENT })).toBe(1);
     expect(value("fv_build_status", { status: "RUNNING" })).toBe(1);
     expect(value("fv_build_status", { status: "STOPPED" })).toBe(0);
     expect(value("fv_build_start_time_seconds")).toBe(Date.parse(record.startedAt!) / 1000);

@@ -1,9 +1,10 @@
 /**
- * The spine end to end: the CLI on Bun and Deno against the real local broker.
+ * The spine end to end: the CLI on Bun and Deno against the real local broker (and on Node with
+ * each Kafka client when FV_TEST_ENGINE says so; scripts/test.sh).
  */
 import { describe, expect, test } from "bun:test";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { lastRecord, runCli, startCli, TEST_ENGINE, waitFor, writePipeline } from "../helpers/cli.ts";
 import type { InboundRecord } from "../../src/kafka/port.ts";
 import { collect, committedOffsets, consumeAll, createTopic, header, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
 
@@ -71,7 +72,7 @@ async function runUntil(file: string, output: string, expected: number[], option
 /** Sorted distinct ids of output records. */
 const idsOf = (records: InboundRecord[]) => [...new Set(records.map((r) => json(r).id as number))].sort((a, b) => a - b);
 
-describe("the spine on Bun", () => {
+describe(`the spine on ${TEST_ENGINE.name}`, () => {
   test("10,000 records through a filter with 2 consumers give exactly the expected output and counters that add up", async () => {
     const name = uniqueName("spine");
     const input = `${name}-in`;
@@ -99,7 +100,7 @@ describe("the spine on Bun", () => {
     // The output topic was created with the input's partition count.
     expect(await partitionCount(output)).toBe(4);
     const duplicates = out.length - ids.size;
-    console.log(`bun: consumed=${m.consumed} emitted=${m.emitted} dropped=${m.dropped} duplicates=${duplicates}`);
+    console.log(`${TEST_ENGINE.name}: consumed=${m.consumed} emitted=${m.emitted} dropped=${m.dropped} duplicates=${duplicates}`);
   });
 
   test("poison records are counted and dead-lettered with their reason, and every good record still comes out", async () => {

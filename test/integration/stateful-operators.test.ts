@@ -450,7 +450,7 @@ aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "qty", alias = "qt
     const out = collect(output);
     let b: CliRun | undefined;
     let restoredBeforeKill = 0;
-    const owned = (run: CliRun) => lastRecord(run.records)?.metrics?.partitions?.length ?? 0;
+    const owned = (run: CliRun) => (lastRecord(run.records)?.metrics?.partitions ?? []).filter((p) => p.topic === input).length;
     const consumed = (run: CliRun) => lastRecord(run.records)?.metrics?.consumed ?? 0;
     try {
       await waitFor(() => consumed(a) >= part1.length, 60_000, "A consuming part 1");

@@ -80,7 +80,10 @@ describe("stateful operators through the real broker", () => {
     // The last minute's windows are still open: their state is visible per partition.
     const stateKeys = () => (lastRecord(run.records)?.metrics?.partitions ?? []).reduce((sum, p) => sum + (p.stateKeys ?? 0), 0);
     await waitFor(() => stateKeys() > 0, 10_000, "live state in the build record");
-    expect(lastRecord(run.records)!.metrics!.partitions.length).toBe(4);
+    // Each consumer owns input partitions and the same partitions of the repartition topic (keyed by sym).
+    const owned = lastRecord(run.records)!.metrics!.partitions;
+    expect(owned.filter((p) => p.topic === input).length).toBe(4);
+    expect(owned.filter((p) => p.topic === `fv-repartition-${name}-1`).length).toBe(4);
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
     expect(finalWindows((await out.stop()).map(json))).toEqual(sorted(expected));

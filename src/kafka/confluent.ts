@@ -1,0 +1,718 @@
+/**
+ * The Kafka port on @confluentinc/kafka-javascript (librdkafka). A nan addon: it loads on Node
+ * only (Bun lacks the V8 symbols it needs, Deno refuses nan addons), so `loadKafkaClient` imports
+ * this module only when the client is chosen.
+ *
+ * The library's native (node-rdkafka style) API, not its KafkaJS-style one:
+ *   - `consume(n)` pulls up to n records with a timeout, which is the port's `poll` as is; the
+ *     KafkaJS API pushes records through `run({ eachBatch })` and would need a buffer and
+ *     pause/resume between it and the loop (the platformatic adapter's main source of trouble);
+ *   - `rebalance_cb` hands the adapter the revoke and the assign: librdkafka waits for the
+ *     `unassign()` / `assign()` calls, so the adapter lets go of revoked partitions only at the
+ *     loop's next poll, after its commits (the old generation still holds until then);
+ *   - `sendOffsetsToTransaction` takes plain offsets (the next offset to read) and the consumer,
+ *     nothing implicit about message offset + 1.
+ */
+import { Buffer } from "node:buffer";
+import { createRequire } from "node:module";
+import type * as Rd from "@confluentinc/kafka-javascript";
+import { FvError } from "../errors.ts";
+import type {
+  Admin,
+  CommitOffset,
+  ConsumerOptions,
+  GroupConsumer,
+  InboundRecord,
+  KafkaClient,
+  OutboundRecord,
+  Producer,
+  TopicPartition,
+  TopicSpec,
+  TransactionalProducer,
+} from "./port.ts";
+
+type Library = typeof import("@confluentinc/kafka-javascript");
+
+/** Loads the addon; throws when it is not installed or does not load on this runtime. */
+export function loadLibrary(): Library {
+  return createRequire(import.meta.url)("@confluentinc/kafka-javascript") as Library;
+}
+
+const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+/** librdkafka error codes the adapter sorts by. */
+const ERR = {
+  ASSIGN_PARTITIONS: -175,
+  REVOKE_PARTITIONS: -174,
+  QUEUE_FULL: -184,
+  TIMED_OUT: -185,
+  TRANSPORT: -195,
+  FENCED: -144,
+  MAX_POLL_EXCEEDED: -147,
+  OFFSET_INVALID: -1001,
+  ILLEGAL_GENERATION: 22,
+  UNKNOWN_MEMBER_ID: 25,
+  REBALANCE_IN_PROGRESS: 27,
+  TOPIC_ALREADY_EXISTS: 36,
+  INVALID_PRODUCER_EPOCH: 47,
+  FENCED_INSTANCE_ID: 82,
+  PRODUCER_FENCED: 90,
+} as const;
+
+const FENCED_CODES = new Set<number>([
+  ERR.FENCED, ERR.ILLEGAL_GENERATION, ERR.UNKNOWN_MEMBER_ID, ERR.REBALANCE_IN_PROGRESS,
+  ERR.INVALID_PRODUCER_EPOCH, ERR.FENCED_INSTANCE_ID, ERR.PRODUCER_FENCED, ERR.MAX_POLL_EXCEEDED,
+]);
+
+/**
+ * Group timings, as in the platformatic adapter: a killed member's partitions move after the
+ * session timeout (10 s); heartbeats every second notice a rebalance fast.
+ */
+const SESSION_TIMEOUT_MS = 10_000;
+const HEARTBEAT_INTERVAL_MS = 1_000;
+/** A crashed producer's open transaction is aborted by the broker after this long. */
+const TRANSACTION_TIMEOUT_MS = 15_000;
+/** How long one transactional call (init, offsets, commit, abort) may take before it fails. */
+const TRANSACTION_CALL_TIMEOUT_MS = 10_000;
+/** A record not acknowledged within this long fails its send (librdkafka retries until then). */
+const DELIVERY_TIMEOUT_MS = 60_000;
+/** A fetch waits at most this long on the broker for new data: short, so polls stay responsive. */
+const FETCH_MAX_WAIT_MS = 100;
+/** Most time one admin request may take. */
+const ADMIN_TIMEOUT_MS = 10_000;
+
+function classify(error: unknown, what: string): FvError {
+  if (error instanceof FvError) return error;
+  // deno-lint-ignore no-explicit-any
+  const e = error as any;
+  const text = e?.message ?? String(error);
+  const code: number | undefined = typeof e?.code === "number" ? e.code : undefined;
+  const fenced = (code !== undefined && FENCED_CODES.has(code)) || /fenced/i.test(text);
+  const retryable = e?.isRetriable || e?.isTxnRequiresAbort || code === ERR.TIMED_OUT || code === ERR.TRANSPORT;
+  const fvCode = fenced ? "KAFKA_FENCED" : retryable ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
+  return new FvError(fvCode, `${what} failed: ${text}${code !== undefined ? ` (librdkafka ${code})` : ""}`, { cause: error });
+}
+
+/** Turns a callback-style call into a promise. */
+function call<T = void>(start: (cb: (err: unknown, value?: T) => void) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    start((err, value) => (err ? reject(err) : resolve(value as T)));
+  });
+}
+
+function toBuffer(data: Uint8Array | string | null | undefined): Buffer | null {
+  if (data === null || data === undefined) return null;
+  if (typeof data === "string") return Buffer.from(data, "utf8");
+  return Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
+
+function toInbound(message: Rd.Message): InboundRecord {
+  const headers: Array<[string, Uint8Array]> = [];
+  for (const header of message.headers ?? []) {
+    for (const [hk, hv] of Object.entries(header)) headers.push([hk, typeof hv === "string" ? Buffer.from(hv) : hv]);
+  }
+  const k = message.key;
+  return {
+    topic: message.topic,
+    partition: message.partition,
+    offset: BigInt(message.offset),
+    timestamp: BigInt(message.timestamp ?? 0),
+    key: k === undefined || k === null ? null : typeof k === "string" ? Buffer.from(k) : k,
+    value: message.value ?? null,
+    headers,
+  };
+}
+
+const connect = (client: Rd.Producer | Rd.KafkaConsumer) => call<Rd.Metadata>((cb) => client.connect({ timeout: ADMIN_TIMEOUT_MS }, cb));
+const disconnect = (client: Rd.Producer | Rd.KafkaConsumer) =>
+  call<unknown>((cb) => client.disconnect(cb)).catch(() => {});
+
+/** Consumer methods the library has but does not declare in its types. */
+interface ConsumerExtras {
+  /** consume(n) returns as soon as one record is there, with what else is ready, instead of waiting for n. */
+  setDefaultIsTimeoutOnlyForFirstMessage(value: boolean): void;
+  /** An asynchronous commit of explicit offsets, with its result. */
+  commitCb(offsets: Rd.TopicPartitionOffset[], cb: (err: unknown) => void): void;
+}
+const extras = (consumer: Rd.KafkaConsumer) => consumer as unknown as ConsumerExtras;
+
+class ConfluentConsumer implements GroupConsumer {
+  readonly #lib: Library;
+  readonly #options: ConsumerOptions;
+  readonly #consumer: Rd.KafkaConsumer;
+  #admin: Rd.IAdminClient | undefined;
+  #owned = new Map<string, TopicPartition>();
+  /**
+   * Next offset to hand out per owned partition. After a rebalance librdkafka starts every
+   * partition again from its committed offset; records below this position of a partition this
+   * member kept were already handed to the loop, so they are skipped.
+   */
+  readonly #position = new Map<string, bigint>();
+  /** A revoke librdkafka is waiting on: `unassign()` is called at the next poll, after the loop's commits. */
+  #revokePending = false;
+  /** Commits in flight: a revoke waits for them, so they land in the generation they belong to. */
+  readonly #commits = new Set<Promise<void>>();
+  /** Admin requests in flight; close waits for them before it frees the native handles. */
+  readonly #adminCalls = new Set<Promise<void>>();
+  readonly #brokers: string[];
+  #error: unknown;
+  #started = false;
+  #closed = false;
+
+  constructor(lib: Library, brokers: string[], options: ConsumerOptions) {
+    this.#lib = lib;
+    this.#options = options;
+    this.#brokers = brokers;
+    const sessionTimeout = options.sessionTimeoutMs ?? SESSION_TIMEOUT_MS;
+    this.#consumer = new lib.KafkaConsumer({
+      "bootstrap.servers": brokers.join(","),
+      "group.id": options.groupId,
+      "client.id": options.clientId,
+      "enable.auto.commit": false,
+      "enable.auto.offset.store": false,
+      "auto.offset.reset": options.offsetReset,
+      // read_committed also makes librdkafka fetch committed offsets with require_stable
+      // (KIP-447), so a new owner waits for the previous owner's pending transaction.
+      "isolation.level": "read_committed",
+      // range: partition p of every subscribed topic (same partition count) goes to one member,
+      // which stateful stages and joins need (the co-partitioned assignment).
+      "partition.assignment.strategy": "range",
+      "session.timeout.ms": sessionTimeout,
+      "heartbeat.interval.ms": Math.min(HEARTBEAT_INTERVAL_MS, Math.floor(sessionTimeout / 3)),
+      "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
+      // Bound what librdkafka prefetches per partition (KiB): the loop's batch is the unit of work.
+      "queued.max.messages.kbytes": 16_384,
+      "rebalance_cb": (err: Rd.LibrdKafkaError | undefined, assignment: Rd.TopicPartition[]) => this.#onRebalance(err, assignment),
+    });
+    this.#consumer.on("event.error", (error) => {
+      // Transport errors are retried inside librdkafka; only fatal ones end the session.
+      if ((error as Rd.LibrdKafkaError).isFatal) this.#error ??= error;
+    });
+  }
+
+  /**
+   * 1. revoke: tell the loop (it commits what is safe while this generation holds); the
+   *    `unassign()` that lets librdkafka rejoin waits for the next poll;
+   * 2. assign: take the new partitions at once and tell the loop what moved.
+   */
+  #onRebalance(err: Rd.LibrdKafkaError | undefined, assignment: Rd.TopicPartition[]): void {
+    try {
+      if (err?.code === ERR.REVOKE_PARTITIONS) {
+        if (this.#closed) {
+          this.#consumer.unassign();
+          return;
+        }
+        this.#revokePending = true;
+        this.#options.listener?.onRebalance?.();
+      } else if (err?.code === ERR.ASSIGN_PARTITIONS) {
+        if (this.#revokePending) this.#unassign();
+        this.#consumer.assign(assignment);
+        const next = new Map<string, TopicPartition>();
+        for (const { topic, partition } of assignment) next.set(key(topic, partition), { topic, partition });
+        const revoked = [...this.#owned].filter(([k]) => !next.has(k)).map(([, tp]) => tp);
+        const assigned = [...next].filter(([k]) => !this.#owned.has(k)).map(([, tp]) => tp);
+        this.#owned = next;
+        for (const tp of revoked) this.#position.delete(key(tp.topic, tp.partition));
+        if (assigned.length || revoked.length) this.#options.listener?.onAssignment?.({ assigned, revoked, owned: [...next.values()] });
+      } else if (err) {
+        this.#error ??= err;
+      }
+    } catch (error) {
+      if (!this.#closed) this.#error ??= error;
+    }
+  }
+
+  #unassign(): void {
+    this.#revokePending = false;
+    this.#consumer.unassign();
+  }
+
+  /** Finishes a pending revoke once the commits sent in this generation are done. */
+  async #settleRevoke(): Promise<void> {
+    if (!this.#revokePending) return;
+    while (this.#commits.size) await Promise.allSettled([...this.#commits]);
+    if (this.#revokePending && !this.#closed) this.#unassign();
+  }
+
+  async start(): Promise<void> {
+    try {
+      await connect(this.#consumer);
+      extras(this.#consumer).setDefaultIsTimeoutOnlyForFirstMessage(true);
+      this.#consumer.subscribe(this.#options.topics);
+      this.#started = true;
+    } catch (error) {
+      throw classify(error, `joining group ${this.#options.groupId}`);
+    }
+  }
+
+  /** The library consumer, for adding its offsets to a transaction. */
+  get raw(): Rd.KafkaConsumer {
+    return this.#consumer;
+  }
+
+  async poll(max: number, timeoutMs: number): Promise<InboundRecord[]> {
+    if (!this.#started) throw new FvError("KAFKA_FATAL", "poll before start");
+    if (this.#error) throw classify(this.#error, "fetching");
+    if (this.#closed) return [];
+    await this.#settleRevoke();
+    this.#consumer.setDefaultConsumeTimeout(timeoutMs);
+    let messages: Rd.Message[];
+    try {
+      messages = await call<Rd.Message[]>((cb) => this.#consumer.consume(max, cb));
+    } catch (error) {
+      if ((error as Rd.LibrdKafkaError)?.code === ERR.TIMED_OUT) return [];
+      throw classify(error, "fetching");
+    }
+    if (this.#error) throw classify(this.#error, "fetching");
+    const out: InboundRecord[] = [];
+    for (const message of messages) {
+      const k = key(message.topic, message.partition);
+      if (!this.#owned.has(k)) continue;
+      const offset = BigInt(message.offset);
+      const position = this.#position.get(k);
+      if (position !== undefined && offset < position) continue;
+      this.#position.set(k, offset + 1n);
+      out.push(toInbound(message));
+    }
+    return out;
+  }
+
+  async commit(offsets: CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
+    const sent = call((cb) => extras(this.#consumer).commitCb(list, cb)).catch((error) => {
+      throw classify(error, "committing offsets");
+    });
+    const tracked = sent.catch(() => {});
+    this.#commits.add(tracked);
+    void tracked.finally(() => this.#commits.delete(tracked));
+    await sent;
+  }
+
+  owned(): TopicPartition[] {
+    return [...this.#owned.values()];
+  }
+
+  async endOffsets(): Promise<CommitOffset[]> {
+    if (this.#closed) return [];
+    // An admin client of its own: one derived from the consumer's handle (createFrom) crashed the
+    // process when the consumer closed while a request was in flight.
+    this.#admin ??= this.#lib.AdminClient.create({ "bootstrap.servers": this.#brokers.join(","), "client.id": `${this.#options.clientId}-offsets` });
+    const request = latestOffsets(this.#lib, this.#admin, this.#options.topics);
+    const tracked = request.then(() => {}, () => {});
+    this.#adminCalls.add(tracked);
+    void tracked.finally(() => this.#adminCalls.delete(tracked));
+    try {
+      return await request;
+    } catch (error) {
+      throw classify(error, "listing end offsets");
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#commits, ...this.#adminCalls]);
+    if (this.#revokePending) {
+      try {
+        this.#unassign();
+      } catch {
+        // not connected any more
+      }
+    }
+    this.#admin?.disconnect();
+    if (this.#started) await disconnect(this.#consumer);
+  }
+}
+
+/** Partition counts of the topics that exist (undefined for the others). */
+async function partitionCountsOf(admin: Rd.IAdminClient, topics: string[]): Promise<Map<string, number | undefined>> {
+  const existing = new Set(await call<string[]>((cb) => admin.listTopics({ timeout: ADMIN_TIMEOUT_MS }, cb)));
+  const present = topics.filter((t) => existing.has(t));
+  const result = new Map<string, number | undefined>(topics.map((t) => [t, undefined]));
+  if (present.length === 0) return result;
+  const described = await call<Rd.TopicDescription[]>((cb) => admin.describeTopics(present, { timeout: ADMIN_TIMEOUT_MS }, cb));
+  for (const d of described) if (!d.error) result.set(d.name, d.partitions.length);
+  return result;
+}
+
+/** End offsets (next offset to be written, read_committed) of every partition of the topics. */
+async function latestOffsets(lib: Library, admin: Rd.IAdminClient, topics: string[]): Promise<CommitOffset[]> {
+  const counts = await partitionCountsOf(admin, topics);
+  const wanted: Rd.TopicPartitionOffsetSpec[] = [];
+  for (const [topic, count] of counts) {
+    for (let partition = 0; partition < (count ?? 0); partition++) wanted.push({ topic, partition, offset: lib.OffsetSpec.LATEST });
+  }
+  if (wanted.length === 0) return [];
+  const result = await call<Rd.ListOffsetsResult[]>((cb) =>
+    admin.listOffsets(wanted, { timeout: ADMIN_TIMEOUT_MS, isolationLevel: lib.IsolationLevel.READ_COMMITTED }, cb)
+  );
+  return result.filter((r) => !r.error).map((r) => ({ topic: r.topic, partition: r.partition, offset: BigInt(r.offset) }));
+}
+
+/** One send's records and the promise its delivery reports settle. */
+interface Delivery {
+  remaining: number;
+  error: unknown;
+  resolve(): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Produces records and resolves once librdkafka reports every one delivered (acks=all). Delivery
+ * reports are polled on librdkafka's background thread, off the event loop.
+ */
+async function produceAll(producer: Rd.Producer, records: OutboundRecord[]): Promise<void> {
+  if (records.length === 0) return;
+  await new Promise<void>((resolve, reject) => {
+    const delivery: Delivery = { remaining: records.length, error: undefined, resolve, reject };
+    let i = 0;
+    const next = () => {
+      for (; i < records.length; i++) {
+        const r = records[i]!;
+        const headers = r.headers?.map(([hk, hv]) => ({ [hk]: toBuffer(hv)! }));
+        try {
+          producer.produce(r.topic, r.partition ?? null, toBuffer(r.value), toBuffer(r.key), null, delivery, headers);
+        } catch (error) {
+          // The local queue is full: wait for deliveries to drain it, then go on.
+          if ((error as Rd.LibrdKafkaError)?.code === ERR.QUEUE_FULL) {
+            setTimeout(next, 5);
+            return;
+          }
+          delivery.remaining -= records.length - i;
+          delivery.error ??= error;
+          if (delivery.remaining === 0) reject(delivery.error);
+          return;
+        }
+      }
+    };
+    next();
+  });
+}
+
+function onDelivery(err: Rd.LibrdKafkaError | undefined | null, report: Rd.DeliveryReport): void {
+  const delivery = report.opaque as Delivery | undefined;
+  if (!delivery) return;
+  if (err) delivery.error ??= err;
+  if (--delivery.remaining === 0) {
+    if (delivery.error) delivery.reject(delivery.error);
+    else delivery.resolve();
+  }
+}
+
+function producerConfig(brokers: string[], clientId: string): Rd.ProducerGlobalConfig {
+  return {
+    "bootstrap.servers": brokers.join(","),
+    "client.id": clientId,
+    // Idempotent (which implies acks=all): a retried send never writes a record twice or out of order.
+    "enable.idempotence": true,
+    // No linger: the loop hands over a whole batch at once and waits for its acks, so waiting for
+    // more records only adds latency (a 1000-record send: 187k rec/s at 0 ms, 77k at 5 ms here).
+    "linger.ms": 0,
+    // A topic-level property; librdkafka takes it in the global config as the default.
+    ...({ "message.timeout.ms": DELIVERY_TIMEOUT_MS } as Rd.ProducerGlobalConfig),
+    "queue.buffering.max.messages": 1_000_000,
+    "dr_cb": true,
+  };
+}
+
+class ConfluentProducer implements Producer {
+  readonly #producer: Rd.Producer;
+  #connected: Promise<unknown> | undefined;
+
+  constructor(lib: Library, brokers: string[], clientId: string) {
+    this.#producer = new lib.Producer(producerConfig(brokers, clientId));
+    this.#producer.on("delivery-report", onDelivery);
+  }
+
+  async #ready(): Promise<void> {
+    this.#connected ??= connect(this.#producer).then(() => this.#producer.setPollInBackground(true));
+    try {
+      await this.#connected;
+    } catch (error) {
+      this.#connected = undefined; // the next send connects again
+      throw error;
+    }
+  }
+
+  async send(records: OutboundRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    try {
+      await this.#ready();
+      await produceAll(this.#producer, records);
+    } catch (error) {
+      throw classify(error, "producing");
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.#connected) return;
+    await call((cb) => this.#producer.flush(DELIVERY_TIMEOUT_MS, cb)).catch(() => {});
+    await disconnect(this.#producer);
+  }
+}
+
+class ConfluentTransactionalProducer implements TransactionalProducer {
+  readonly #producer: Rd.Producer;
+  #initialized: Promise<void> | undefined;
+  /** beginTransaction was called and neither commit nor abort since. */
+  #open = false;
+  /** Whether the open transaction holds anything. */
+  #dirty = false;
+
+  constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string) {
+    this.#producer = new lib.Producer({
+      ...producerConfig(brokers, clientId),
+      "transactional.id": transactionalId,
+      "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+      // librdkafka requires a record's delivery timeout within the transaction's.
+      ...({ "message.timeout.ms": TRANSACTION_TIMEOUT_MS } as Rd.ProducerGlobalConfig),
+    });
+    this.#producer.on("delivery-report", onDelivery);
+  }
+
+  get inTransaction(): boolean {
+    return this.#dirty;
+  }
+
+  /**
+   * 1. connect; 2. InitProducerId for the transactional id: the broker fences a predecessor with
+   * the same id and completes or aborts its open transaction before answering.
+   */
+  async ready(): Promise<void> {
+    this.#initialized ??= (async () => {
+      await connect(this.#producer);
+      this.#producer.setPollInBackground(true);
+      await call((cb) => this.#producer.initTransactions(TRANSACTION_CALL_TIMEOUT_MS, cb));
+    })();
+    try {
+      await this.#initialized;
+    } catch (error) {
+      throw classify(error, "initializing transactions");
+    }
+  }
+
+  async #begin(): Promise<void> {
+    await this.ready();
+    if (this.#open) return;
+    try {
+      await call((cb) => this.#producer.beginTransaction(cb));
+    } catch (error) {
+      throw classify(error, "beginning a transaction");
+    }
+    this.#open = true;
+    this.#dirty = false;
+  }
+
+  async send(records: OutboundRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    await this.#begin();
+    this.#dirty = true;
+    try {
+      await produceAll(this.#producer, records);
+    } catch (error) {
+      throw classify(error, "producing in a transaction");
+    }
+  }
+
+  /**
+   * The offsets are the next ones to read (message offset + 1), as the port defines them, and go
+   * to librdkafka unchanged. (The library's KafkaJS-style example passes the message offset,
+   * which would make a restart read the last record again.)
+   */
+  async sendOffsets(consumer: GroupConsumer, offsets: CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    if (!(consumer instanceof ConfluentConsumer)) throw new FvError("KAFKA_FATAL", "a confluent transaction needs a confluent consumer");
+    await this.#begin();
+    this.#dirty = true;
+    const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
+    try {
+      await call((cb) => this.#producer.sendOffsetsToTransaction(list, consumer.raw, TRANSACTION_CALL_TIMEOUT_MS, cb));
+    } catch (error) {
+      throw classify(error, "adding offsets to a transaction");
+    }
+  }
+
+  async commit(): Promise<void> {
+    // An empty transaction stays open on our side; nothing to tell the broker.
+    if (!this.#open || !this.#dirty) return;
+    try {
+      await call((cb) => this.#producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
+    } catch (error) {
+      // Still open: the loop aborts it (librdkafka needs the abort before the next begin).
+      throw classify(error, "committing a transaction");
+    }
+    this.#open = false;
+    this.#dirty = false;
+  }
+
+  async abort(): Promise<void> {
+    if (!this.#open || !this.#dirty) return;
+    this.#open = false;
+    this.#dirty = false;
+    try {
+      await call((cb) => this.#producer.abortTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
+    } catch (error) {
+      throw classify(error, "aborting a transaction");
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.#initialized) return;
+    await this.abort().catch(() => {});
+    await disconnect(this.#producer);
+  }
+}
+
+class ConfluentAdmin implements Admin {
+  readonly #lib: Library;
+  readonly #brokers: string[];
+  readonly #clientId: string;
+  readonly #admin: Rd.IAdminClient;
+  /** Requests in flight; close waits for them before it frees the native handle. */
+  readonly #calls = new Set<Promise<void>>();
+  #closed = false;
+
+  constructor(lib: Library, brokers: string[], clientId: string) {
+    this.#lib = lib;
+    this.#brokers = brokers;
+    this.#clientId = clientId;
+    this.#admin = lib.AdminClient.create({ "bootstrap.servers": brokers.join(","), "client.id": clientId });
+  }
+
+  /** Runs one request, tracked so close waits for it; after close, requests fail cleanly. */
+  #track<T>(what: string, request: () => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new FvError("KAFKA_FATAL", `${what}: the admin client is closed`));
+    const running = request();
+    const tracked = running.then(() => {}, () => {});
+    this.#calls.add(tracked);
+    void tracked.finally(() => this.#calls.delete(tracked));
+    return running;
+  }
+
+  partitionCounts(topics: string[]): Promise<Map<string, number | undefined>> {
+    return this.#track("describing topics", async () => {
+      try {
+        return await partitionCountsOf(this.#admin, topics);
+      } catch (error) {
+        throw classify(error, `describing topics ${topics.join(", ")}`);
+      }
+    });
+  }
+
+  createTopics(specs: TopicSpec[]): Promise<void> {
+    return this.#track("creating topics", () => this.#createTopics(specs));
+  }
+
+  async #createTopics(specs: TopicSpec[]): Promise<void> {
+    const counts = await this.partitionCounts(specs.map((s) => s.topic));
+    for (const spec of specs) {
+      if (counts.get(spec.topic) !== undefined) continue;
+      try {
+        await call((cb) =>
+          this.#admin.createTopic(
+            // deno-lint-ignore no-explicit-any
+            { topic: spec.topic, num_partitions: spec.partitions, replication_factor: 1, config: (spec.configs ?? {}) as any },
+            ADMIN_TIMEOUT_MS,
+            cb,
+          )
+        );
+      } catch (error) {
+        if ((error as Rd.LibrdKafkaError)?.code === ERR.TOPIC_ALREADY_EXISTS) continue;
+        throw classify(error, `creating topic ${spec.topic}`);
+      }
+    }
+  }
+
+  /**
+   * Every record of one partition, read_committed: a consumer without a group assigned to the
+   * partition from its start reads until its position reaches the end offset read before.
+   */
+  readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+    return this.#track("reading a partition", () => this.#readPartition(topic, partition));
+  }
+
+  async #readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+    const out: InboundRecord[] = [];
+    const [end] = (await latestOffsets(this.#lib, this.#admin, [topic]).catch((error) => {
+      throw classify(error, `reading the end of ${topic}[${partition}]`);
+    })).filter((o) => o.partition === partition);
+    if (!end || end.offset <= 0n) return out;
+    const consumer = new this.#lib.KafkaConsumer({
+      "bootstrap.servers": this.#brokers.join(","),
+      "group.id": `fv-restore-${crypto.randomUUID()}`,
+      "client.id": `${this.#clientId}-restore`,
+      "enable.auto.commit": false,
+      "enable.auto.offset.store": false,
+      "isolation.level": "read_committed",
+      "enable.partition.eof": true,
+      "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
+    });
+    let atEnd = false;
+    consumer.on("partition.eof", (eof) => {
+      if (eof.topic === topic && eof.partition === partition && BigInt(eof.offset) >= end.offset) atEnd = true;
+    });
+    try {
+      await connect(consumer);
+      consumer.setDefaultConsumeTimeout(200);
+      consumer.assign([{ topic, partition, offset: -2 /* OFFSET_BEGINNING */ }]);
+      const deadline = Date.now() + 60_000;
+      while (!atEnd) {
+        const messages = await call<Rd.Message[]>((cb) => consumer.consume(1000, cb));
+        for (const m of messages) if (BigInt(m.offset) < end.offset) out.push(toInbound(m));
+        const position = consumer.position([{ topic, partition }])[0]?.offset;
+        if (position !== undefined && position >= 0 && BigInt(position) >= end.offset) break;
+        if (Date.now() > deadline) throw new FvError("KAFKA_RETRYABLE", `reading ${topic}[${partition}] did not reach offset ${end.offset} within 60 s`);
+      }
+      return out;
+    } catch (error) {
+      throw classify(error, `reading ${topic}[${partition}]`);
+    } finally {
+      await disconnect(consumer);
+    }
+  }
+
+  committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
+    return this.#track("reading committed offsets", () => this.#committedOffsets(groupId, topics));
+  }
+
+  async #committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
+    const counts = await partitionCountsOf(this.#admin, topics).catch((error) => {
+      throw classify(error, `describing topics ${topics.join(", ")}`);
+    });
+    const partitions: Rd.TopicPartition[] = [];
+    for (const [topic, count] of counts) for (let partition = 0; partition < (count ?? 0); partition++) partitions.push({ topic, partition });
+    if (partitions.length === 0) return [];
+    try {
+      const groups = await call<Rd.GroupResults[]>((cb) =>
+        this.#admin.listConsumerGroupOffsets([{ groupId, partitions }], { timeout: ADMIN_TIMEOUT_MS }, cb)
+      );
+      return (groups[0]?.partitions ?? []).map((p) => ({
+        topic: p.topic,
+        partition: p.partition,
+        offset: p.offset === ERR.OFFSET_INVALID || p.offset < 0 ? -1n : BigInt(p.offset),
+      }));
+    } catch (error) {
+      throw classify(error, `reading committed offsets of ${groupId}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.allSettled([...this.#calls]);
+    this.#admin.disconnect();
+  }
+}
+
+/** The librdkafka client (Node only). Throws a clear error when the addon does not load. */
+export function confluentClient(brokers: string[]): KafkaClient {
+  const lib = loadLibrary();
+  return {
+    name: "confluent",
+    consumer: (options) => new ConfluentConsumer(lib, brokers, options),
+    producer: ({ clientId }) => new ConfluentProducer(lib, brokers, clientId),
+    transactionalProducer: ({ clientId, transactionalId }) => new ConfluentTransactionalProducer(lib, brokers, clientId, transactionalId),
+    admin: ({ clientId }) => new ConfluentAdmin(lib, brokers, clientId),
+  };
+}

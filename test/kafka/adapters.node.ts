@@ -1,0 +1,283 @@
+/**
+ * The Kafka port, one suite for every adapter, on Node against the real local broker:
+ * admin, produce and group consume, commit, transactions with consumer offsets (the next offset
+ * to read, message offset + 1), abort, state reads and end offsets.
+ *
+ * Node's own runner (node:test), because the librdkafka addon loads on Node only. scripts/test.sh
+ * compiles it with tsconfig.node.json and runs `node --test`. FV_TEST_ADAPTERS narrows the
+ * adapters (comma-separated); without the addon the confluent suite is skipped with its reason.
+ */
+import assert from "node:assert/strict";
+import { after, describe, test } from "node:test";
+import { resolveKafkaClient } from "../../src/kafka/clients.ts";
+import type { GroupConsumer, InboundRecord, KafkaClient, OutboundRecord, TopicPartition } from "../../src/kafka/port.ts";
+
+const BROKERS = (process.env.STREAM_BROKERS ?? "127.0.0.1:9092").split(",");
+const ADAPTERS = (process.env.FV_TEST_ADAPTERS ?? "platformatic,confluent").split(",").filter(Boolean);
+
+const uniqueName = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
+const text = (bytes: Uint8Array | null) => (bytes === null ? null : new TextDecoder().decode(bytes));
+
+/** Polls until `count` records arrived or `timeoutMs` passed. */
+async function pollUntil(consumer: GroupConsumer, count: number, timeoutMs = 30_000): Promise<InboundRecord[]> {
+  const out: InboundRecord[] = [];
+  const until = Date.now() + timeoutMs;
+  while (out.length < count && Date.now() < until) out.push(...(await consumer.poll(1000, 200)));
+  return out;
+}
+
+/** Polls for `ms` and returns whatever came (to show that nothing more does). */
+async function pollFor(consumer: GroupConsumer, ms: number): Promise<InboundRecord[]> {
+  const out: InboundRecord[] = [];
+  const until = Date.now() + ms;
+  while (Date.now() < until) out.push(...(await consumer.poll(1000, 200)));
+  return out;
+}
+
+const values = (records: InboundRecord[]) => records.map((r) => text(r.value)!).sort();
+const byPartition = (a: { topic: string; partition: number }, b: { topic: string; partition: number }) =>
+  a.topic.localeCompare(b.topic) || a.partition - b.partition;
+
+for (const adapter of ADAPTERS) {
+  let client: KafkaClient | undefined;
+  let skip: string | false = false;
+  try {
+    const resolved = await resolveKafkaClient(adapter);
+    client = resolved.factory(BROKERS);
+  } catch (error) {
+    skip = `${adapter} does not load here: ${(error as Error).message}`;
+  }
+
+  describe(`the ${adapter} adapter`, { skip }, () => {
+    const k = () => client!;
+    const closers: Array<() => Promise<void>> = [];
+    const track = <T extends { close(): Promise<void> }>(thing: T): T => {
+      closers.push(() => thing.close());
+      return thing;
+    };
+    after(async () => {
+      for (const close of closers.reverse()) await close().catch(() => {});
+    });
+
+    async function topicWith(partitions: number, records: OutboundRecord[] = []): Promise<string> {
+      const topic = uniqueName(`fv-port-${adapter}`);
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      await admin.createTopics([{ topic, partitions }]);
+      if (records.length) {
+        const producer = track(k().producer({ clientId: "fv-port-producer" }));
+        await producer.send(records.map((r) => ({ ...r, topic })));
+      }
+      return topic;
+    }
+
+    const consumerOf = (groupId: string, topic: string, assignments: TopicPartition[][] = []) =>
+      track(k().consumer({
+        groupId,
+        clientId: "fv-port-consumer",
+        topics: [topic],
+        offsetReset: "earliest",
+        stableOffsets: true,
+        listener: { onAssignment: ({ owned }) => void assignments.push(owned) },
+      }));
+
+    test("admin creates a topic once, counts its partitions, and knows a missing one", async () => {
+      const topic = await topicWith(3);
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      await admin.createTopics([{ topic, partitions: 5 }]); // exists: left alone
+      const missing = uniqueName("fv-port-missing");
+      const counts = await admin.partitionCounts([topic, missing]);
+      assert.equal(counts.get(topic), 3);
+      assert.equal(counts.get(missing), undefined);
+      assert.equal(counts.size, 2);
+    });
+
+    test("a group member reads exactly what was produced, with keys and headers, and is told its partitions", async () => {
+      const records = Array.from({ length: 50 }, (_, i) => ({ topic: "", key: `k${i}`, value: `v${i}`, partition: i % 2, headers: [["h", `x${i}`]] as Array<[string, string]> }));
+      const topic = await topicWith(2, records);
+      const assignments: TopicPartition[][] = [];
+      const consumer = consumerOf(uniqueName("fv-port-group"), topic, assignments);
+      await consumer.start();
+      const got = await pollUntil(consumer, 50);
+      assert.deepEqual(values(got), records.map((r) => r.value).sort());
+      const r7 = got.find((r) => text(r.value) === "v7")!;
+      assert.equal(text(r7.key), "k7");
+      assert.equal(r7.partition, 1);
+      assert.deepEqual(r7.headers.map(([hk, hv]) => [hk, text(hv)]), [["h", "x7"]]);
+      assert.deepEqual(consumer.owned().sort(byPartition), [{ topic, partition: 0 }, { topic, partition: 1 }]);
+      assert.deepEqual(assignments.at(-1)?.sort(byPartition), [{ topic, partition: 0 }, { topic, partition: 1 }]);
+      // Offsets per partition are 0..24, in order.
+      for (const p of [0, 1]) assert.deepEqual(got.filter((r) => r.partition === p).map((r) => r.offset), Array.from({ length: 25 }, (_, i) => BigInt(i)));
+      const ends = (await consumer.endOffsets()).sort(byPartition);
+      assert.deepEqual(ends, [{ topic, partition: 0, offset: 25n }, { topic, partition: 1, offset: 25n }]);
+    });
+
+    test("committed offsets are the next to read: a new member of the group starts exactly there", async () => {
+      const topic = await topicWith(1, Array.from({ length: 20 }, (_, i) => ({ topic: "", key: null, value: `v${i}` })));
+      const group = uniqueName("fv-port-group");
+      const first = consumerOf(group, topic);
+      await first.start();
+      const got = await pollUntil(first, 20);
+      assert.equal(got.length, 20);
+      // Processed through offset 11: the next to read is 12.
+      await first.commit([{ topic, partition: 0, offset: 12n }]);
+      await first.close();
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(await admin.committedOffsets(group, [topic]), [{ topic, partition: 0, offset: 12n }]);
+      const second = consumerOf(group, topic);
+      await second.start();
+      const rest = await pollUntil(second, 8);
+      assert.deepEqual(rest.map((r) => r.offset), [12n, 13n, 14n, 15n, 16n, 17n, 18n, 19n]);
+      assert.deepEqual(await pollFor(second, 1500), []);
+    });
+
+    test("a transaction commits outputs with the next offsets (offset + 1): a restart reads nothing twice", async () => {
+      const input = await topicWith(2, Array.from({ length: 10 }, (_, i) => ({ topic: "", key: null, value: `in${i}`, partition: i % 2 })));
+      const output = await topicWith(2);
+      const group = uniqueName("fv-port-eos");
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const consumer = consumerOf(group, input);
+      await consumer.start();
+      const got = await pollUntil(consumer, 10);
+      assert.equal(got.length, 10);
+      assert.equal(tx.inTransaction, false);
+      await tx.send(got.map((r) => ({ topic: output, key: null, value: `out-${text(r.value)}` })));
+      assert.equal(tx.inTransaction, true);
+      const last = new Map<number, bigint>();
+      for (const r of got) if ((last.get(r.partition) ?? -1n) < r.offset) last.set(r.partition, r.offset);
+      await tx.sendOffsets(consumer, [...last].map(([partition, offset]) => ({ topic: input, partition, offset: offset + 1n })));
+      await tx.commit();
+      assert.equal(tx.inTransaction, false);
+      await consumer.close();
+
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      // 5 records per partition, offsets 0..4: the next to read is 5, not 4 (the off-by-one).
+      assert.deepEqual((await admin.committedOffsets(group, [input])).sort(byPartition), [
+        { topic: input, partition: 0, offset: 5n },
+        { topic: input, partition: 1, offset: 5n },
+      ]);
+      const outputs = [...(await admin.readPartition(output, 0)), ...(await admin.readPartition(output, 1))];
+      assert.deepEqual(values(outputs), got.map((r) => `out-${text(r.value)}`).sort());
+
+      // A restarted member reads only what came after: one new record, not the last one again.
+      const producer = track(k().producer({ clientId: "fv-port-producer" }));
+      await producer.send([{ topic: input, key: null, value: "in10", partition: 0 }]);
+      const restarted = consumerOf(group, input);
+      await restarted.start();
+      const next = await pollUntil(restarted, 1);
+      assert.deepEqual(next.map((r) => [r.partition, r.offset, text(r.value)]), [[0, 5n, "in10"]]);
+      assert.deepEqual(await pollFor(restarted, 1500), []);
+    });
+
+    test("an aborted transaction leaves no output for read_committed readers and commits no offset", async () => {
+      const input = await topicWith(1, [{ topic: "", key: null, value: "a" }]);
+      const output = await topicWith(1);
+      const group = uniqueName("fv-port-abort");
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const consumer = consumerOf(group, input);
+      await consumer.start();
+      const [record] = await pollUntil(consumer, 1);
+      await tx.send([{ topic: output, key: null, value: "aborted" }]);
+      await tx.sendOffsets(consumer, [{ topic: input, partition: 0, offset: record!.offset + 1n }]);
+      await tx.abort();
+      assert.equal(tx.inTransaction, false);
+      // The next transaction on the same producer works and is the only one visible.
+      await tx.send([{ topic: output, key: null, value: "committed" }]);
+      await tx.commit();
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(values(await admin.readPartition(output, 0)), ["committed"]);
+      assert.deepEqual(await admin.committedOffsets(group, [input]), [{ topic: input, partition: 0, offset: -1n }]);
+    });
+
+    test("a second member takes half the partitions: the first is told what it lost, and partition p of both topics stays together", async () => {
+      const a = await topicWith(4);
+      const b = await topicWith(4);
+      const group = uniqueName("fv-port-rebalance");
+      const events: Array<{ who: string; assigned: number; revoked: number; owned: string[] }> = [];
+      let rebalances = 0;
+      const member = (who: string) =>
+        track(k().consumer({
+          groupId: group,
+          clientId: `fv-port-${who}`,
+          topics: [a, b],
+          offsetReset: "earliest",
+          listener: {
+            onRebalance: () => void rebalances++,
+            onAssignment: ({ assigned, revoked, owned }) =>
+              void events.push({ who, assigned: assigned.length, revoked: revoked.length, owned: owned.map((tp) => `${tp.topic === a ? "a" : "b"}${tp.partition}`).sort() }),
+          },
+        }));
+      const first = member("first");
+      await first.start();
+      await pollUntil(first, 1, 8000).catch(() => []);
+      assert.equal(first.owned().length, 8);
+      const second = member("second");
+      await second.start();
+      // Both keep polling (the group needs both to rejoin) until the partitions are split.
+      const until = Date.now() + 30_000;
+      while (Date.now() < until && (first.owned().length !== 4 || second.owned().length !== 4)) {
+        await Promise.all([first.poll(100, 100), second.poll(100, 100)]);
+      }
+      const owned = (c: GroupConsumer) => c.owned().map((tp) => `${tp.topic === a ? "a" : "b"}${tp.partition}`).sort();
+      assert.equal(first.owned().length, 4);
+      assert.equal(second.owned().length, 4);
+      assert.deepEqual([...owned(first), ...owned(second)].sort(), ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3"]);
+      for (const c of [first, second]) {
+        const ps = c.owned();
+        for (const tp of ps) assert.ok(ps.some((o) => o.topic !== tp.topic && o.partition === tp.partition), `partition ${tp.partition} of both topics in one member`);
+      }
+      assert.ok(rebalances >= 1, "the first member was told a rebalance started");
+      const lastOfFirst = events.filter((e) => e.who === "first").at(-1)!;
+      assert.deepEqual(lastOfFirst, { who: "first", assigned: 0, revoked: 4, owned: owned(first) });
+    });
+
+    test("aborted transactions stay invisible to group members and state reads: two of one producer, and one larger than a fetch", async () => {
+      const topic = await topicWith(1);
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-rc", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const rows = (tag: string, n: number, pad = 10) => Array.from({ length: n }, (_, i) => ({ topic, key: null, value: JSON.stringify({ tag, i, pad: "p".repeat(pad) }) }));
+      await tx.send(rows("aborted-1", 30));
+      await tx.abort();
+      await tx.send(rows("committed-1", 5));
+      await tx.commit();
+      await tx.send(rows("aborted-2", 30));
+      await tx.abort();
+      // About 3 MB in one transaction: more than one fetch of the partition.
+      await tx.send(rows("aborted-big", 3000, 1000));
+      await tx.abort();
+      await tx.send(rows("committed-2", 10));
+      await tx.commit();
+      const tally = (records: InboundRecord[]) => {
+        const counts: Record<string, number> = {};
+        for (const r of records) {
+          const tag = JSON.parse(text(r.value)!).tag as string;
+          counts[tag] = (counts[tag] ?? 0) + 1;
+        }
+        return counts;
+      };
+      const reader = consumerOf(uniqueName("fv-port-rc"), topic);
+      await reader.start();
+      const read = await pollUntil(reader, 15);
+      read.push(...(await pollFor(reader, 1500)));
+      assert.deepEqual(tally(read), { "committed-1": 5, "committed-2": 10 });
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(tally(await admin.readPartition(topic, 0)), { "committed-1": 5, "committed-2": 10 });
+    });
+
+    test("a second transactional producer with the same id fences the first", async () => {
+      const output = await topicWith(1);
+      const id = uniqueName("fv-port-txid");
+      const a = track(k().transactionalProducer({ clientId: "fv-port-a", transactionalId: id }));
+      await a.ready();
+      await a.send([{ topic: output, key: null, value: "from-a" }]);
+      const b = track(k().transactionalProducer({ clientId: "fv-port-b", transactionalId: id }));
+      await b.ready(); // fences a and aborts its open transaction
+      await b.send([{ topic: output, key: null, value: "from-b" }]);
+      await b.commit();
+      await assert.rejects(a.commit(), (error: Error & { code?: string }) => error.code === "KAFKA_FENCED" || /fenced/i.test(error.message));
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(values(await admin.readPartition(output, 0)), ["from-b"]);
+    });
+  });
+}

@@ -1,0 +1,83 @@
+/** OperatorTasks' watermarks: across a repartition hop, and event-time progress that survives a restore. */
+import { describe, expect, test } from "bun:test";
+import { compileTopology } from "../../src/control/topology.ts";
+import type { Admin, InboundRecord } from "../../src/kafka/port.ts";
+import { emptyCounters } from "../../src/loop/counters.ts";
+import { OperatorTasks } from "../../src/loop/operator-tasks.ts";
+
+const MINUTE = 60_000;
+const stage = compileTopology({
+  stages: [{ inputs: ["in"], output: "out", steps: [{ op: "windowedAggregate", timeColumn: "ts", windowMs: MINUTE, groupBy: ["g"], aggs: [{ op: "count", alias: "n" }] }] }],
+}).stages[0]!;
+const inbound = (topic: string, partition: number, offset: number, headers: Array<[string, Uint8Array]> = []): InboundRecord => ({
+  topic, partition, offset: BigInt(offset), timestamp: 0n, key: null, value: null, headers,
+});
+const noState = { readPartition: async () => [] } as unknown as Admin;
+const options = { stateTopic: "fv-state-x", idlePartitionMs: 10_000, maxStateKeys: 1_000_000 };
+const HOP = "fv-repartition-x-1";
+
+function hopTasks(admin: Admin = noState) {
+  const tasks = new OperatorTasks([stage], admin, options, emptyCounters());
+  tasks.setStageTopics(stage, [HOP]);
+  tasks.setUpstream(stage, ["in:0", "in:1"]);
+  return tasks;
+}
+
+describe("watermarks across a repartition hop", () => {
+  test("the minimum over every upstream partition: nothing fires before both are heard, a fast one cannot close a slow one's window", async () => {
+    const tasks = hopTasks();
+    const task = await tasks.task(stage, 0);
+    tasks.process(task, inbound(HOP, 0, 0), { g: "a", ts: 10 }, 0, { key: "in:0", offset: 0n });
+    tasks.process(task, inbound(HOP, 0, 1), { g: "a", ts: 20 }, 0, { key: "in:1", offset: 0n });
+    // Upstream 0 is far ahead; upstream 1 not heard yet: nothing fires.
+    tasks.hearWatermark(stage, 0, "in:0", 5 * MINUTE, false);
+    expect(tasks.advance([{ topic: HOP, partition: 0 }])).toEqual([]);
+    // Upstream 1 is still in the first minute: the window stays open, and its late row still counts.
+    tasks.hearWatermark(stage, 0, "in:1", 30, false);
+    expect(tasks.advance([{ topic: HOP, partition: 0 }])).toEqual([]);
+    expect(tasks.process(task, inbound(HOP, 0, 2), { g: "a", ts: 40 }, 0, { key: "in:1", offset: 1n }).late).toEqual([]);
+    // Upstream 1 moves past the window: it fires with all three rows.
+    tasks.hearWatermark(stage, 0, "in:1", MINUTE, false);
+    expect(tasks.advance([{ topic: HOP, partition: 0 }]).flatMap((f) => f.rows)).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 3 }]);
+  });
+
+  test("an idle upstream partition stops holding back; all idle: the least announced holds; a watermark never goes back", async () => {
+    const tasks = hopTasks();
+    const task = await tasks.task(stage, 0);
+    tasks.process(task, inbound(HOP, 0, 0), { g: "a", ts: 10 }, 0, { key: "in:0", offset: 0n });
+    tasks.hearWatermark(stage, 0, "in:0", 2 * MINUTE, false);
+    tasks.hearWatermark(stage, 0, "in:1", null, true);
+    expect(tasks.advance([{ topic: HOP, partition: 0 }]).flatMap((f) => f.rows)).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }]);
+    tasks.process(task, inbound(HOP, 0, 1), { g: "b", ts: 2 * MINUTE + 5 }, 0, { key: "in:0", offset: 1n });
+    // in:0 goes idle at 3 minutes after a restarted owner announced less: the higher value holds.
+    tasks.hearWatermark(stage, 0, "in:0", 3 * MINUTE, true);
+    tasks.hearWatermark(stage, 0, "in:0", MINUTE, true);
+    expect(tasks.advance([{ topic: HOP, partition: 0 }]).flatMap((f) => f.rows)).toEqual([{ windowStart: 2 * MINUTE, windowEnd: 3 * MINUTE, g: "b", n: 1 }]);
+  });
+
+  test("a replayed upstream row (same source partition and offset) changes no state twice", async () => {
+    const tasks = hopTasks();
+    const task = await tasks.task(stage, 0);
+    expect(tasks.process(task, inbound(HOP, 0, 0), { g: "a", ts: 10 }, 0, { key: "in:0", offset: 7n }).skipped).toBe(false);
+    expect(tasks.process(task, inbound(HOP, 0, 5), { g: "a", ts: 10 }, 0, { key: "in:0", offset: 7n }).skipped).toBe(true);
+    expect(tasks.process(task, inbound(HOP, 0, 6), { g: "a", ts: 11 }, 0, { key: "in:1", offset: 7n }).skipped).toBe(false);
+  });
+});
+
+describe("event-time progress is checkpointed", () => {
+  test("a restored task closes the windows that were due, without a new row", async () => {
+    const first = new OperatorTasks([stage], noState, options, emptyCounters());
+    first.setStageTopics(stage, ["in"]);
+    const task = await first.task(stage, 0);
+    first.process(task, inbound("in", 0, 0), { g: "a", ts: 10 }, 0);
+    first.process(task, inbound("in", 0, 1), { g: "a", ts: MINUTE + 10 }, 0);
+    const changelog = first.drainChangelog();
+    // The process dies before its watermark fired the first window. A new one restores the task:
+    const restored = changelog.map((r, i) => ({ ...inbound("fv-state-x", 0, i), key: new TextEncoder().encode(String(r.key)), value: r.value === null ? null : new TextEncoder().encode(String(r.value)) }));
+    const admin = { readPartition: async () => restored } as unknown as Admin;
+    const second = new OperatorTasks([stage], admin, options, emptyCounters());
+    second.setStageTopics(stage, ["in"]);
+    await second.task(stage, 0);
+    expect(second.advance([{ topic: "in", partition: 0 }]).flatMap((f) => f.rows)).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }]);
+  });
+});
