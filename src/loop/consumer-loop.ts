@@ -583,7 +583,9 @@ export class ConsumerLoop {
     }
     // Watermarks moved: windows, sessions and join buffers they close fire now.
     if (session.tasks.active) {
-      for (const { stage, rows } of session.tasks.advance(session.consumer.owned())) {
+      // A partition with records still to read never counts as idle (its rows would become late).
+      const backlog = (tp: TopicPartition) => !this.#caughtUp(session, tp);
+      for (const { stage, rows } of session.tasks.advance(session.consumer.owned(), Date.now(), backlog)) {
         this.metrics.timersFired(stage.index, rows.length);
         const route = [...this.#routes.values()].flat().find((r) => r.stage === stage && !r.toHop)!;
         for (const fired of rows) {

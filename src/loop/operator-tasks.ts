@@ -233,10 +233,10 @@ export class OperatorTasks {
 
   /**
    * Moves each stage's watermark: the minimum over its owned input partitions of max event time
-   * minus allowed lateness, leaving out partitions idle longer than `idlePartitionMs`. Returns the
-   * rows fired per stage.
+   * minus allowed lateness, leaving out partitions idle longer than `idlePartitionMs` (unless
+   * `hasBacklog` says records are waiting there). Returns the rows fired per stage.
    */
-  advance(owned: TopicPartition[], now = Date.now()): Array<{ stage: CompiledStage; rows: Row[] }> {
+  advance(owned: TopicPartition[], now = Date.now(), hasBacklog: (tp: TopicPartition) => boolean = () => false): Array<{ stage: CompiledStage; rows: Row[] }> {
     const fired: Array<{ stage: CompiledStage; rows: Row[] }> = [];
     for (const tp of owned) if (!this.#ownedSince.has(`${tp.topic}:${tp.partition}`)) this.#ownedSince.set(`${tp.topic}:${tp.partition}`, now);
     for (const stage of this.#stages) {
@@ -259,7 +259,8 @@ export class OperatorTasks {
         const seen = this.#eventTimes.get(`${stage.index}:${tp.topic}:${tp.partition}`);
         least = Math.min(least, seen?.max ?? -Infinity);
         const idleSince = seen?.seenAt ?? this.#ownedSince.get(`${tp.topic}:${tp.partition}`) ?? now;
-        if (now - idleSince > this.#options.idlePartitionMs) continue;
+        // Idle: no rows for a while and nothing left to read. A partition with a backlog is slow, not idle.
+        if (now - idleSince > this.#options.idlePartitionMs && !hasBacklog(tp)) continue;
         if (!seen) {
           watermark = -Infinity;
           continue;

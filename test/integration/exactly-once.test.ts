@@ -134,11 +134,13 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
   const all = workload.input(input);
   const head = Math.floor(all.length / 5);
   await produce(all.slice(0, head));
+  let fed = false;
   const feeding = (async () => {
     for (let i = head; i < all.length; i += 1000) {
       await produce(all.slice(i, Math.min(all.length, i + 1000)));
-      await new Promise((r) => setTimeout(r, 150));
+      await new Promise((r) => setTimeout(r, 300));
     }
+    fed = true;
   })();
   const file = workload.pipeline(name, input, output);
   const env = {
@@ -158,8 +160,11 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
     const run = startCli(["run", file], { env });
     runs.push(run);
     const before = lastRecord(run.records)?.metrics?.consumed ?? 0;
+    const startedAt = Date.now();
+    const target = before + 500 + Math.random() * 3000;
     try {
-      await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) > before + 500 + Math.random() * 3000 || run.child.exitCode !== null, 90_000, "progress before the kill");
+      // Progress, or (once all the input is there and may all be processed) a few seconds up.
+      await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) > target || (fed && Date.now() - startedAt > 8000) || run.child.exitCode !== null, 90_000, "progress before the kill");
     } catch (error) {
       console.log(`=== run ${i + 1} made no progress\n` + run.lines.filter((l) => !l.startsWith("{")).slice(-60).join("\n") + "\n" + JSON.stringify(lastRecord(run.records)?.metrics ?? {}));
       run.child.kill("SIGKILL");
