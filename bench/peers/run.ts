@@ -119,7 +119,7 @@ const engines = ENGINES.filter((e) => !selected || selected.includes(e.id));
 /** The fv-streams pipeline of a workload: the same topology as StreamsPeer.java. */
 const STEPS: Record<Workload, string> = {
   stateless: `[[transforms.steps]]\nop = "filter"\nexpression = "price >= 50"\n\n[[transforms.steps]]\nop = "applyExpression"\ncolumn = "notional"\nexpression = "price * qty"\n`,
-  stateful: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\n`,
+  stateful: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\nrepartition = false\n`,
   compute: `[[transforms.steps]]\nop = "wasm"\nref = "enrich-order"\n`,
 };
 
