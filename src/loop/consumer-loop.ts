@@ -112,6 +112,8 @@ export class ConsumerLoop {
   readonly #log: Logger;
   readonly #routes = new Map<string, Route[]>();
   readonly #checkpointer: Checkpointer;
+  /** Whether any stage goes through a repartition hop (then watermarks are announced). */
+  readonly #hasHops: boolean;
   readonly #stages: readonly CompiledStage[];
   /** Started compute steps by stage index; they live as long as the loop, across sessions. */
   #compute = new Map<number, ComputeStep>();
@@ -159,6 +161,7 @@ export class ConsumerLoop {
     });
     const compiled = compileTopology(plan.topology);
     this.#stages = compiled.stages;
+    this.#hasHops = Object.keys(plan.hops ?? {}).length > 0;
     const addRoute = (topic: string, route: Route) => this.#routes.set(topic, [...(this.#routes.get(topic) ?? []), route]);
     for (const stage of compiled.stages) {
       const output = plan.bindings[stage.def.output]!;
@@ -399,7 +402,7 @@ export class ConsumerLoop {
           break;
         }
         // Repartition hops: tell every repartition partition how far each upstream partition got.
-        if (plan.hops) await this.#announceWatermarks(session, now, now - lastRecord);
+        if (this.#hasHops) await this.#announceWatermarks(session, now, now - lastRecord);
         if (this.#checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
           this.#checkpointNow = false;
           lastCheckpoint = now;
