@@ -209,6 +209,16 @@ class PlatformaticConsumer implements GroupConsumer {
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
     filterAbortedTransactions(this.#consumer);
+    // The library emits "error" when rejoining the group after a failed heartbeat fails too (a
+    // zombie waking after its session timed out, or a close racing a rejoin). Unheard, that event
+    // would crash the process; the next poll reports it instead, and the loop sorts it.
+    // A failed rejoin is never fatal: a fresh session joins again (or, fenced, gives up).
+    this.#consumer.on("error", (error: unknown) => {
+      if (this.#closed) return;
+      const sorted = classify(error, `rejoining group ${options.groupId}`);
+      this.#error ??= sorted.code === "KAFKA_FATAL" ? new FvError("KAFKA_RETRYABLE", sorted.message, { cause: error }) : sorted;
+      this.#wake();
+    });
     this.#consumer.on("consumer:group:rebalance", () => options.listener?.onRebalance?.());
     this.#consumer.on("consumer:group:join", (payload: { assignments?: Array<{ topic: string; partitions: number[] }> }) => {
       const next = new Map<string, TopicPartition>();
@@ -591,6 +601,8 @@ class PlatformaticAdmin implements Admin {
       maxWaitTime: 100,
     });
     filterAbortedTransactions(consumer);
+    // A failed group rejoin is emitted as "error"; the stall watchdog below retries the read.
+    consumer.on("error", () => {});
     let position = from;
     try {
       let end = knownEnd;

@@ -279,5 +279,18 @@ for (const adapter of ADAPTERS) {
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
       assert.deepEqual(values(await admin.readPartition(output, 0)), ["from-b"]);
     });
+
+    // The pure-JS library emits "error" when a rejoin after a failed heartbeat fails (a paused
+    // zombie waking up). Unheard, Node ends the process with it; the adapter hands it to poll().
+    test("a failed group rejoin reaches the next poll as a retryable error, not a crash", { skip: adapter !== "platformatic" && "the library event is platformatic's" }, async () => {
+      const topic = await topicWith(1, [{ topic: "", key: null, value: "v0" }]);
+      const consumer = consumerOf(uniqueName("fv-port-group"), topic);
+      await consumer.start();
+      assert.deepEqual(values(await pollUntil(consumer, 1)), ["v0"]);
+      // deno-lint-ignore no-explicit-any
+      (consumer as any).raw.emit("error", new Error("rejoinGroup failed 3 times."));
+      await assert.rejects(consumer.poll(10, 200), (error: Error & { code?: string }) =>
+        error.code === "KAFKA_RETRYABLE" && /rejoining group fv-port-group-.*rejoinGroup failed 3 times/.test(error.message));
+    });
   });
 }
