@@ -219,6 +219,17 @@ class PlatformaticConsumer implements GroupConsumer {
       this.#error ??= sorted.code === "KAFKA_FATAL" ? new FvError("KAFKA_RETRYABLE", sorted.message, { cause: error }) : sorted;
       this.#wake();
     });
+    // After a heartbeat fails for a reason other than the group's (a timeout, a lost connection),
+    // @platformatic/kafka 1.x cancels the heartbeat timer and never schedules the next one (fixed
+    // upstream in 2.x, which needs Node 22). The broker would then drop this member while it went
+    // on fetching partitions that are no longer its own; start a fresh session instead.
+    this.#consumer.on("consumer:heartbeat:error", (payload: { error?: unknown }) => {
+      if (this.#closed) return;
+      const cause = payload?.error;
+      const text = cause instanceof Error ? cause.message : String(cause);
+      this.#error ??= new FvError("KAFKA_RETRYABLE", `the heartbeat of group ${options.groupId} failed (${text}) and the client does not send another: starting a fresh session`, { cause });
+      this.#wake();
+    });
     this.#consumer.on("consumer:group:rebalance", () => options.listener?.onRebalance?.());
     this.#consumer.on("consumer:group:join", (payload: { assignments?: Array<{ topic: string; partitions: number[] }> }) => {
       const next = new Map<string, TopicPartition>();

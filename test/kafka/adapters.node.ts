@@ -292,5 +292,19 @@ for (const adapter of ADAPTERS) {
       await assert.rejects(consumer.poll(10, 200), (error: Error & { code?: string }) =>
         error.code === "KAFKA_RETRYABLE" && /rejoining group fv-port-group-.*rejoinGroup failed 3 times/.test(error.message));
     });
+
+    // After a heartbeat fails for a reason other than the group's, the 1.x library schedules no
+    // further heartbeat (consumer.js #heartbeat): the member would be dropped by the broker while
+    // it went on fetching. The adapter ends the session so the loop starts a fresh one.
+    test("a failed heartbeat (which the library does not follow with another) ends the session with a retryable error", { skip: adapter !== "platformatic" && "the library event is platformatic's" }, async () => {
+      const topic = await topicWith(1, [{ topic: "", key: null, value: "v0" }]);
+      const consumer = consumerOf(uniqueName("fv-port-group"), topic);
+      await consumer.start();
+      assert.deepEqual(values(await pollUntil(consumer, 1)), ["v0"]);
+      // deno-lint-ignore no-explicit-any
+      (consumer as any).raw.emit("consumer:heartbeat:error", { error: new Error("Request timed out.") });
+      await assert.rejects(consumer.poll(10, 200), (error: Error & { code?: string }) =>
+        error.code === "KAFKA_RETRYABLE" && /heartbeat of group fv-port-group-.*Request timed out\./.test(error.message));
+    });
   });
 }
