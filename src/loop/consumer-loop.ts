@@ -80,6 +80,11 @@ const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
  * client was seen to stop delivering some partitions' records (docs/ARCHITECTURE.md, known issues).
  */
 const STALL_RESTART_MS = 15_000;
+/**
+ * With no records coming, stateful tasks still advance this often: partitions turn idle on the
+ * wall clock, and the windows their watermark then closes must fire without waiting for a record.
+ */
+const IDLE_ADVANCE_MS = 500;
 const DEBUG_LOOP = typeof process !== "undefined" && process.env?.FV_DEBUG_LOOP === "1";
 
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
@@ -385,6 +390,7 @@ export class ConsumerLoop {
       if (this.#state === "STARTING") this.#to("RUNNING");
       let lastCheckpoint = Date.now();
       let lastRecord = Date.now();
+      let lastAdvance = Date.now();
       while (!this.#stopRequested) {
         const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
         const now = Date.now();
@@ -392,14 +398,22 @@ export class ConsumerLoop {
         if (records.length > 0) {
           await this.#processBatch(session, records);
           this.#sessionBatches++;
-          lastRecord = now;
-        } else if (now - lastRecord >= STALL_RESTART_MS && (this.#lagging(session) || now - this.#endsAnsweredAt >= STALL_RESTART_MS)) {
-          this.counters.stallRestarts++;
-          const why = this.#lagging(session) ? `${this.#lagging(session)} has records to read` : "the consumer's requests go unanswered";
-          throw new FvError("KAFKA_RETRYABLE", `no records for ${Math.round((now - lastRecord) / 1000)} s while ${why}: starting a fresh consumer`);
-        } else if (settings.idleTimeoutMs > 0 && now - lastRecord >= settings.idleTimeoutMs) {
-          this.#log("info", `no input for ${settings.idleTimeoutMs} ms: stopping`);
-          break;
+          lastRecord = lastAdvance = now;
+        } else {
+          if (session.tasks.active && now - lastAdvance >= IDLE_ADVANCE_MS) {
+            // No input: only the watermarks move (an empty batch fires what they close).
+            lastAdvance = now;
+            await this.#processBatch(session, []);
+          }
+          if (now - lastRecord >= STALL_RESTART_MS && (this.#lagging(session) || now - this.#endsAnsweredAt >= STALL_RESTART_MS)) {
+            this.counters.stallRestarts++;
+            const why = this.#lagging(session) ? `${this.#lagging(session)} has records to read` : "the consumer's requests go unanswered";
+            throw new FvError("KAFKA_RETRYABLE", `no records for ${Math.round((now - lastRecord) / 1000)} s while ${why}: starting a fresh consumer`);
+          }
+          if (settings.idleTimeoutMs > 0 && now - lastRecord >= settings.idleTimeoutMs) {
+            this.#log("info", `no input for ${settings.idleTimeoutMs} ms: stopping`);
+            break;
+          }
         }
         // Repartition hops: tell every repartition partition how far each upstream partition got.
         if (this.#hasHops) await this.#announceWatermarks(session, now, now - lastRecord);
@@ -556,7 +570,7 @@ export class ConsumerLoop {
     // The inline part of every stage, measured as one: per-row timers would cost more than the steps.
     const inlineMs = performance.now() - batchStarted;
     const inlineStages = new Set([...this.#routes.values()].flat().map((r) => r.stage));
-    for (const stage of inlineStages) stageMs.set(stage, inlineMs / inlineStages.size);
+    if (records.length) for (const stage of inlineStages) stageMs.set(stage, inlineMs / inlineStages.size);
     // Compute steps run on the batch's rows at once (the step splits them into its batch size):
     // a poison result is isolated like any poison row; zero outputs count as dropped.
     for (const [route, waiting] of toCompute ?? []) {

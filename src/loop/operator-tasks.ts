@@ -252,12 +252,16 @@ export class OperatorTasks {
       }
       let watermark = Infinity;
       let any = false;
-      /** The least max event time over every owned input partition, idle or not (-Infinity: one never seen). */
+      /**
+       * The least max event time over the owned input partitions seen so far, idle or not. One
+       * never seen (an empty partition, or one whose rows were all processed before the event-time
+       * checkpoint) has no time to hold back; while it is not idle it holds the watermark anyway.
+       */
       let least = Infinity;
       for (const tp of owned) {
         if (!this.#stageTopics(stage).has(tp.topic)) continue;
         const seen = this.#eventTimes.get(`${stage.index}:${tp.topic}:${tp.partition}`);
-        least = Math.min(least, seen?.max ?? -Infinity);
+        if (seen) least = Math.min(least, seen.max);
         const idleSince = seen?.seenAt ?? this.#ownedSince.get(`${tp.topic}:${tp.partition}`) ?? now;
         // Idle: no rows for a while and nothing left to read. A partition with a backlog is slow, not idle.
         if (now - idleSince > this.#options.idlePartitionMs && !hasBacklog(tp)) continue;
@@ -269,7 +273,7 @@ export class OperatorTasks {
         watermark = Math.min(watermark, seen.max);
       }
       // Every owned partition idle: nothing is on its way here, so the least of how far each got holds.
-      if (!any && watermark !== -Infinity && least !== Infinity && least !== -Infinity) watermark = least;
+      if (!any && watermark !== -Infinity && least !== Infinity) watermark = least;
       else if (!any || watermark === -Infinity) continue;
       watermark -= stage.operator!.compiled.allowedLatenessMs;
       const rows: Row[] = [];

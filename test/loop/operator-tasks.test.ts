@@ -81,3 +81,42 @@ describe("event-time progress is checkpointed", () => {
     expect(second.advance([{ topic: "in", partition: 0 }]).flatMap((f) => f.rows)).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }]);
   });
 });
+
+describe("idle partitions without a hop", () => {
+  // A consumer owning a partition that gets no rows this session (empty, or read to its end by a
+  // predecessor) must still close the windows of the partitions it does read once that one idles.
+  test("a partition never seen holds the watermark until it is idle, then no longer: the windows fire", async () => {
+    const tasks = new OperatorTasks([stage], noState, options, emptyCounters());
+    tasks.setStageTopics(stage, ["in"]);
+    const owned = [{ topic: "in", partition: 0 }, { topic: "in", partition: 1 }];
+    const t0 = Date.now();
+    expect(tasks.advance(owned, t0)).toEqual([]);
+    const task = await tasks.task(stage, 0);
+    tasks.process(task, inbound("in", 0, 0), { g: "a", ts: 10 }, 0);
+    tasks.process(task, inbound("in", 0, 1), { g: "a", ts: 2 * MINUTE + 10 }, 0);
+    // in:1 owned for less than idlePartitionMs with no row: it may still bring early rows.
+    expect(tasks.advance(owned, t0 + 1000)).toEqual([]);
+    // in:1 idle and nothing left to read there: in:0 alone moves the watermark.
+    expect(tasks.advance(owned, t0 + options.idlePartitionMs + 1).flatMap((f) => f.rows)).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }]);
+  });
+
+  test("every partition idle, one of them never seen: the least time of those seen holds", async () => {
+    const tasks = new OperatorTasks([stage], noState, options, emptyCounters());
+    tasks.setStageTopics(stage, ["in"]);
+    const owned = [{ topic: "in", partition: 0 }, { topic: "in", partition: 1 }, { topic: "in", partition: 2 }];
+    const t0 = Date.now();
+    expect(tasks.advance(owned, t0)).toEqual([]);
+    const a = await tasks.task(stage, 0);
+    const b = await tasks.task(stage, 2);
+    tasks.process(a, inbound("in", 0, 0), { g: "a", ts: 10 }, 0);
+    tasks.process(a, inbound("in", 0, 1), { g: "a", ts: 3 * MINUTE + 10 }, 0);
+    tasks.process(b, inbound("in", 2, 0), { g: "b", ts: 20 }, 0);
+    tasks.process(b, inbound("in", 2, 1), { g: "b", ts: MINUTE + 20 }, 0);
+    // A partition with records to read is never idle: nothing fires past the slowest.
+    const backlog = (tp: { partition: number }) => tp.partition === 1;
+    expect(tasks.advance(owned, Date.now() + options.idlePartitionMs + 1, backlog)).toEqual([]);
+    // All idle: in:2 got least far (1 minute), so only the first minute's windows close.
+    const fired = tasks.advance(owned, Date.now() + options.idlePartitionMs + 1).flatMap((f) => f.rows);
+    expect(fired).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }, { windowStart: 0, windowEnd: MINUTE, g: "b", n: 1 }]);
+  });
+});
