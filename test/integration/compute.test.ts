@@ -94,7 +94,11 @@ describe("compute steps through the real broker", () => {
       datasets: { in: { topic: input, deadLetter: dlq }, out: { topic: output } },
       transforms: [{ inputs: ["in"], output: "out", steps: [{ op: "wasm", ref: "spin" }] }],
     });
-    const { run, records: out } = await runUntilOutput(file, output, (got) => got.length >= 32, "32 output records", { env: { FV_TRANSFORMS_DIR: FUNCTIONS, STREAM_BATCH_SIZE: "8" }, settleMs: 1000 });
+    const { run, records: out } = await runUntilOutput(file, output, (got) => got.length >= 32, "32 output records", {
+      runtime: "bun",
+      env: { FV_TRANSFORMS_DIR: FUNCTIONS, STREAM_BATCH_SIZE: "8" },
+      settleMs: 1000,
+    });
     expect(out.map((r) => json(r).id).sort((a, b) => a - b)).toEqual([...Array(32).keys()].map((i) => i + 8));
     const dead = await readUntil(dlq, (got) => got.length >= 8, "dead letters");
     expect(dead.map((r) => json(r).id).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
