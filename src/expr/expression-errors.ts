@@ -5,7 +5,7 @@
  * they point at, and a message of the form
  * `syntax error at 1:9 in "price > > 1": unexpected '>'`.
  */
-import { ErrorCodes, FvError, type ErrorContext } from "../errors.ts";
+import { type ErrorCode, ErrorCodes, FvError, type ErrorContext } from "../errors.ts";
 
 /**
  * Why an expression did not compile.
@@ -74,31 +74,29 @@ function describe(label: string, source: string, point: SourcePoint, detail: str
 }
 
 /**
- * An expression did not compile. Thrown by `compileExpression` only.
- *
- * @example
- * try { compileExpression("price > > 1"); }
- * catch (e) { if (e instanceof ExpressionCompileError) console.log(e.line, e.column, e.reason); } // 1 9 "syntax"
+ * What the two errors share: the source, the offset and the line and column it falls on, the
+ * reason, the detail and a message of the form `<label> at <line>:<column> in "<source>": <detail>`.
  */
-export class ExpressionCompileError extends FvError {
+abstract class ExpressionError<Reason extends string> extends FvError {
   readonly source: string;
   readonly position: number;
   readonly line: number;
   readonly column: number;
-  readonly reason: CompileErrorReason;
-  /** What is wrong, without the location prefix (e.g. `unexpected '>'`). */
+  readonly reason: Reason;
+  /** What is wrong, without the location prefix. */
   readonly detail: string;
 
-  constructor(
-    reason: CompileErrorReason,
+  protected constructor(
+    code: ErrorCode,
+    label: string,
+    reason: Reason,
     detail: string,
     source: string,
     position: number,
-    options: { cause?: unknown; context?: ErrorContext } = {},
+    options: { cause?: unknown; context?: ErrorContext },
   ) {
     const point = locate(source, position);
-    super(ErrorCodes.EXPRESSION_COMPILE, describe(compileLabels[reason], source, point, detail), options);
-    this.name = "ExpressionCompileError";
+    super(code, describe(label, source, point, detail), options);
     this.source = source;
     this.position = position;
     this.line = point.line;
@@ -114,38 +112,29 @@ export class ExpressionCompileError extends FvError {
 }
 
 /**
- * An expression failed on one row. `evaluate` throws this and nothing else; the loop treats the
- * row as poison (isolate, count, dead-letter).
+ * An expression did not compile. Thrown by `compileExpression` only. Its `detail` reads e.g.
+ * `unexpected '>'`.
+ *
+ * @example
+ * try { compileExpression("price > > 1"); }
+ * catch (e) { if (e instanceof ExpressionCompileError) console.log(e.line, e.column, e.reason); } // 1 9 "syntax"
  */
-export class ExpressionEvalError extends FvError {
-  readonly source: string;
-  readonly position: number;
-  readonly line: number;
-  readonly column: number;
-  readonly reason: EvalErrorReason;
-  /** What went wrong, without the location prefix (e.g. `cannot apply '*' to string and number`). */
-  readonly detail: string;
-
-  constructor(
-    reason: EvalErrorReason,
-    detail: string,
-    source: string,
-    position: number,
-    options: { cause?: unknown; context?: ErrorContext } = {},
-  ) {
-    const point = locate(source, position);
-    super(ErrorCodes.EXPRESSION_EVAL, describe(evalLabels[reason], source, point, detail), options);
-    this.name = "ExpressionEvalError";
-    this.source = source;
-    this.position = position;
-    this.line = point.line;
-    this.column = point.column;
-    this.reason = reason;
-    this.detail = detail;
+export class ExpressionCompileError extends ExpressionError<CompileErrorReason> {
+  constructor(reason: CompileErrorReason, detail: string, source: string, position: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(ErrorCodes.EXPRESSION_COMPILE, compileLabels[reason], reason, detail, source, position, options);
+    this.name = "ExpressionCompileError";
   }
+}
 
-  /** The offending source line with a caret under the failing operator or call. */
-  get pointer(): string {
-    return pointAt(this.source, this.position);
+/**
+ * An expression failed on one row. `evaluate` throws this and nothing else; the loop treats the
+ * row as poison (isolate, count, dead-letter). Its `detail` reads e.g.
+ * `cannot apply '*' to string and number`; its `pointer` puts the caret under the failing
+ * operator or call.
+ */
+export class ExpressionEvalError extends ExpressionError<EvalErrorReason> {
+  constructor(reason: EvalErrorReason, detail: string, source: string, position: number, options: { cause?: unknown; context?: ErrorContext } = {}) {
+    super(ErrorCodes.EXPRESSION_EVAL, evalLabels[reason], reason, detail, source, position, options);
+    this.name = "ExpressionEvalError";
   }
 }

@@ -9,8 +9,9 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
-import { adminUrlOf, type CliRun, lastRecord, ROOT, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { adminUrlOf, type CliRun, lastRecord, ROOT, startCli, waitFor } from "../helpers/cli.ts";
 import { createTopic, produce, uniqueName } from "../helpers/kafka.ts";
+import { pipelineFile } from "../helpers/pipelines.ts";
 
 const ARTIFACTS = join(ROOT, "test/artifacts");
 let browser: Browser | undefined;
@@ -38,25 +39,11 @@ describe("the admin dashboard", () => {
     const name = uniqueName("dashboard");
     const input = `${name}-trades`;
     await createTopic(input, 2);
-    const file = writePipeline(`name = "${name}"
-[datasets.trades]
-topic = "${input}"
-[datasets.trades.policy]
-deadLetter = "${name}-dlq"
-[datasets.large]
-topic = "${name}-large"
-
-[[transforms]]
-inputs = ["trades"]
-output = "large"
-[[transforms.steps]]
-op = "filter"
-expression = "price > 100"
-[[transforms.steps]]
-op = "applyExpression"
-column = "notional"
-expression = "price * qty"
-`);
+    const file = pipelineFile({
+      name,
+      datasets: { trades: { topic: input, deadLetter: `${name}-dlq` }, large: { topic: `${name}-large` } },
+      transforms: [{ inputs: ["trades"], output: "large", steps: [{ op: "filter", expression: "price > 100" }, { op: "applyExpression", column: "notional", expression: "price * qty" }] }],
+    });
     const trade = (id: number) => (id % 40 === 39 ? "not json {" : JSON.stringify({ id, sym: "ACME", price: 50 + (id % 100), qty: 1 + (id % 5) }));
     run = startCli(["run", file]);
     const admin = await adminUrlOf(run);

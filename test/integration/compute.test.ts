@@ -10,7 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
-import { collect, committedOffsets, createTopic, header, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
+import { collect, committedOffsets, createTopic, header, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { pipelineFile, transformFile } from "../helpers/pipelines.ts";
+import { readUntil, runUntilOutput } from "../helpers/streams.ts";
 
 const FUNCTIONS = join(ROOT, "functions");
 
@@ -28,32 +30,14 @@ function expected(i: number) {
 }
 
 function twoStages(name: string, input: string, enriched: string, output: string, dlq: string) {
-  return `name = "${name}"
-[datasets.orders]
-topic = "${input}"
-[datasets.orders.policy]
-deadLetter = "${dlq}"
-[datasets.enriched]
-topic = "${enriched}"
-[datasets.enriched.policy]
-deadLetter = "${dlq}"
-[datasets.large]
-topic = "${output}"
-
-[[transforms]]
-inputs = ["orders"]
-output = "enriched"
-[[transforms.steps]]
-op = "wasm"
-ref = "enrich-order"
-
-[[transforms]]
-inputs = ["enriched"]
-output = "large"
-[[transforms.steps]]
-op = "wasm"
-ref = "price-filter"
-`;
+  return pipelineFile({
+    name,
+    datasets: { orders: { topic: input, deadLetter: dlq }, enriched: { topic: enriched, deadLetter: dlq }, large: { topic: output } },
+    transforms: [
+      { inputs: ["orders"], output: "enriched", steps: [{ op: "wasm", ref: "enrich-order" }] },
+      { inputs: ["enriched"], output: "large", steps: [{ op: "wasm", ref: "price-filter" }] },
+    ],
+  });
 }
 
 /** A transforms root whose price-filter@1.0.0 traps on sku "TRAP" (later roots override earlier ones). */
@@ -63,23 +47,6 @@ function trappingRoot(): string {
   const manifest = join(root, "price-filter", "transform.toml");
   writeFileSync(manifest, readFileSync(manifest, "utf8").replace('min_price = "100"', 'min_price = "100"\ntrap_sku = "TRAP"'));
   return root;
-}
-
-async function runToCompletion(file: string, output: string, expectedCount: number, env: Record<string, string>, runtime: "bun" | "deno" = "bun") {
-  const run = startCli(["run", file], { runtime, env });
-  await waitFor(async () => (await partitionCount(output)) !== undefined || run.child.exitCode !== null, 60_000, "the output topic");
-  const collector = collect(output);
-  try {
-    await waitFor(() => {
-      if (run.child.exitCode !== null) throw new Error(`pipeline exited:\n${run.lines.join("\n")}`);
-      return collector.records.length >= expectedCount;
-    }, 120_000, `${expectedCount} output records`);
-  } finally {
-    await new Promise((r) => setTimeout(r, 1000));
-    run.child.kill("SIGTERM");
-  }
-  expect(await run.exited).toBe(0);
-  return { run, out: await collector.stop() };
 }
 
 describe("compute steps through the real broker", () => {
@@ -92,19 +59,19 @@ describe("compute steps through the real broker", () => {
       await produce(Array.from({ length: n }, (_, i): OutboundRecord => ({ topic: input, key: `k${i}`, value: JSON.stringify(order(i)) })));
       const want = [...Array(n).keys()].filter((i) => order(i).sku !== "TRAP").map(expected).filter((x) => x !== undefined);
       const traps = [...Array(n).keys()].filter((i) => order(i).sku === "TRAP");
-      const file = writePipeline(twoStages(name, input, enriched, output, dlq));
-      const { run, out } = await runToCompletion(file, output, want.length, { FV_TRANSFORMS_DIR: `${FUNCTIONS}:${trappingRoot()}` }, runtime);
+      const file = twoStages(name, input, enriched, output, dlq);
+      const { run, records: out } = await runUntilOutput(file, output, (got) => got.length >= want.length, `${want.length} output records`, {
+        runtime,
+        env: { FV_TRANSFORMS_DIR: `${FUNCTIONS}:${trappingRoot()}` },
+        settleMs: 1000,
+      });
 
       const sortKey = (r: Record<string, unknown>) => `${r.sku}|${r.customer}|${r.price}|${r.qty}`;
       const got = out.map(json).sort((a, b) => sortKey(a).localeCompare(sortKey(b)));
       expect(got).toEqual([...want].sort((a, b) => sortKey(a!).localeCompare(sortKey(b!))));
 
       // The trapping rows (sku TRAP) reach the filter and are isolated; their batch-mates came out above.
-      const dead = await (async () => {
-        const c = collect(dlq);
-        await waitFor(() => c.records.length >= traps.length, 30_000, "dead letters");
-        return c.stop();
-      })();
+      const dead = await readUntil(dlq, (got) => got.length >= traps.length, "dead letters");
       expect(dead.length).toBe(traps.length);
       for (const r of dead as InboundRecord[]) {
         expect(json(r).sku).toBe("TRAP");
@@ -122,27 +89,18 @@ describe("compute steps through the real broker", () => {
     await createTopic(input, 1);
     // Row 5 loops forever; spin's batch size is 8, so rows 0-7 share its fate and 8-39 flow on.
     await produce(Array.from({ length: 40 }, (_, i): OutboundRecord => ({ topic: input, key: `k${i}`, value: JSON.stringify({ id: i, spin: i === 5 }) })));
-    const file = writePipeline(`name = "${name}"
-[datasets.in]
-topic = "${input}"
-[datasets.in.policy]
-deadLetter = "${dlq}"
-[datasets.out]
-topic = "${output}"
-[[transforms]]
-inputs = ["in"]
-output = "out"
-[[transforms.steps]]
-op = "wasm"
-ref = "spin"
-`);
-    const { run, out } = await runToCompletion(file, output, 32, { FV_TRANSFORMS_DIR: FUNCTIONS, STREAM_BATCH_SIZE: "8" });
+    const file = pipelineFile({
+      name,
+      datasets: { in: { topic: input, deadLetter: dlq }, out: { topic: output } },
+      transforms: [{ inputs: ["in"], output: "out", steps: [{ op: "wasm", ref: "spin" }] }],
+    });
+    const { run, records: out } = await runUntilOutput(file, output, (got) => got.length >= 32, "32 output records", {
+      runtime: "bun",
+      env: { FV_TRANSFORMS_DIR: FUNCTIONS, STREAM_BATCH_SIZE: "8" },
+      settleMs: 1000,
+    });
     expect(out.map((r) => json(r).id).sort((a, b) => a - b)).toEqual([...Array(32).keys()].map((i) => i + 8));
-    const dead = await (async () => {
-      const c = collect(dlq);
-      await waitFor(() => c.records.length >= 8, 30_000, "dead letters");
-      return c.stop();
-    })();
+    const dead = await readUntil(dlq, (got) => got.length >= 8, "dead letters");
     expect(dead.map((r) => json(r).id).sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(new Set(dead.map((r) => header(r, "fv.error.reason")))).toEqual(new Set(["timeout"]));
     expect(lastRecord(run.records)!.metrics!.poisonByReason).toEqual({ timeout: 8 });
@@ -191,27 +149,13 @@ ref = "slugify-py"
     await produce([{ topic: input, key: "k", value: JSON.stringify({ id: 1 }) }]);
     const root = mkdtempSync(join(tmpdir(), "fv-bad-"));
     execSync(`mkdir -p ${root}/broken && printf 'id = "broken"\\nimpl = "wasm"\\n' > ${root}/broken/transform.toml`);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${name}-out"
-[[transforms.steps]]
-op = "filter"
-expression = "id > 0"
-`);
+    const file = transformFile(name, input, `${name}-out`, { op: "filter", expression: "id > 0" });
     const result = await runCli(["run", file], { env: { FV_TRANSFORMS_DIR: `${FUNCTIONS}:${root}` } });
     expect(result.code).not.toBe(0);
     expect(result.output).toContain("broken/transform.toml");
     expect(await committedOffsets(`fv-stream-${name}`, [input])).toEqual([{ topic: input, partition: 0, offset: -1n }]);
 
-    const missing = writePipeline(`name = "${name}-2"
-[[transforms]]
-inputs = ["${input}"]
-output = "${name}-out"
-[[transforms.steps]]
-op = "wasm"
-ref = "no-such-transform"
-`);
+    const missing = transformFile(`${name}-2`, input, `${name}-out`, { op: "wasm", ref: "no-such-transform" });
     const second = await runCli(["validate", missing], { env: { FV_TRANSFORMS_DIR: FUNCTIONS } });
     expect(second.code).not.toBe(0);
     expect(second.output).toContain("stage 1, step 1");

@@ -6,8 +6,10 @@
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
-import { type CliRun, lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { type CliRun, lastRecord, ROOT, runCli, startCli, waitFor } from "../helpers/cli.ts";
 import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
+import { readUntil } from "../helpers/streams.ts";
 
 const row = (id: number) => ({ id, price: id % 200, qty: 1 + (id % 5), note: "x".repeat(120) });
 const records = (topic: string, from: number, to: number): OutboundRecord[] =>
@@ -15,18 +17,7 @@ const records = (topic: string, from: number, to: number): OutboundRecord[] =>
 const expectedIds = (n: number) => [...Array(n).keys()].filter((id) => id % 200 > 100);
 
 function pipeline(name: string, input: string, output: string) {
-  return writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "filter"
-expression = "price > 100"
-[[transforms.steps]]
-op = "applyExpression"
-column = "notional"
-expression = "price * qty"
-`);
+  return transformFile(name, input, output, { op: "filter", expression: "price > 100" }, { op: "applyExpression", column: "notional", expression: "price * qty" });
 }
 
 const FAST_GROUP = { STREAM_SESSION_TIMEOUT_MS: "6000", STREAM_RECORD_INTERVAL_MS: "200", STREAM_CHECKPOINT_INTERVAL_MS: "300" };
@@ -62,7 +53,6 @@ const stateless = (total: number): Workload<ReturnType<typeof tally>> => ({
   },
 });
 
-const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 /**
  * Stateful: a count and sum per key per 1-minute window. With `hop`, the message keys are random
@@ -93,18 +83,7 @@ const countPerKey = (keys: number, minutes: number, perMinute: number, hop: bool
       }
       return out;
     },
-    pipeline: (name, input, output) => writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-groupBy = ["key"]
-aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "qty", alias = "qty" }]
-repartition = ${hop ? "true" : "false"}
-`),
+    pipeline: (name, input, output) => windowedCountPipeline(name, input, output, "key", { repartition: hop }),
     judge: (out) => {
       const seen = new Map<string, number>();
       const wrong: string[] = [];
@@ -227,10 +206,8 @@ describe("exactly-once", () => {
     expect(final.status).toBe("STOPPED");
     expect(final.metrics!.consumed).toBe(2000);
     expect(final.metrics!.checkpointFailures).toBe(0);
-    const collector = collect(output);
-    await waitFor(() => collector.records.length >= expectedIds(2000).length, 30_000, "the output");
-    await new Promise((r) => setTimeout(r, 1000));
-    expect(tally(await collector.stop(), expectedIds(2000))).toEqual({ missing: [], duplicates: 0, unexpected: [] });
+    const out = await readUntil(output, (read) => read.length >= expectedIds(2000).length, "the output", { timeoutMs: 30_000, settleMs: 1000 });
+    expect(tally(out, expectedIds(2000))).toEqual({ missing: [], duplicates: 0, unexpected: [] });
   });
 
   for (const hop of [false, true]) {

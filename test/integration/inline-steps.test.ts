@@ -4,48 +4,28 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
-import { collect, createTopic, header, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
+import { lastRecord, waitFor } from "../helpers/cli.ts";
+import { collect, createTopic, header, json, produce, text, uniqueName } from "../helpers/kafka.ts";
+import { pipelineFile } from "../helpers/pipelines.ts";
+import { startStream, stopStream } from "../helpers/streams.ts";
 
-function pipelineFile(name: string, input: string, output: string, dlq: string): string {
-  return `name = "${name}"
-[datasets.orders]
-topic = "${input}"
-[datasets.orders.policy]
-deadLetter = "${dlq}"
-[datasets.priced]
-topic = "${output}"
-
-[[transforms]]
-inputs = ["orders"]
-output = "priced"
-
-[[transforms.steps]]
-op = "filter"
-expression = "status == 'open' && qty != null"
-
-[[transforms.steps]]
-op = "applyExpression"
-column = "unit"
-expression = "roundTo(total / qty, 2)"
-
-[[transforms.steps]]
-op = "applyExpression"
-column = "label"
-expression = "upper(sku) + '-' + toString(qty)"
-
-[[transforms.steps]]
-op = "rename"
-mapping = { sku = "product" }
-
-[[transforms.steps]]
-op = "drop"
-columns = ["internal"]
-
-[[transforms.steps]]
-op = "select"
-columns = ["id", "product", "qty", "unit", "label", "missing"]
-`;
+function pricedPipeline(name: string, input: string, output: string, dlq: string): string {
+  return pipelineFile({
+    name,
+    datasets: { orders: { topic: input, deadLetter: dlq }, priced: { topic: output } },
+    transforms: [{
+      inputs: ["orders"],
+      output: "priced",
+      steps: [
+        { op: "filter", expression: "status == 'open' && qty != null" },
+        { op: "applyExpression", column: "unit", expression: "roundTo(total / qty, 2)" },
+        { op: "applyExpression", column: "label", expression: "upper(sku) + '-' + toString(qty)" },
+        { op: "rename", mapping: { sku: "product" } },
+        { op: "drop", columns: ["internal"] },
+        { op: "select", columns: ["id", "product", "qty", "unit", "label", "missing"] },
+      ],
+    }],
+  });
 }
 
 /** Order i: every 5th one is closed (filtered out). Every 10th row (i % 10 == 3) is replaced by poison. */
@@ -92,16 +72,13 @@ describe("inline steps through the real broker", () => {
     const expected = good.filter((i) => i % 5 !== 0).map(expectedRow);
 
     // Poison rows pass the filter (open, qty not null), so they reach the division and the '+'.
-    const file = writePipeline(pipelineFile(name, input, output, dlq));
-    const run = startCli(["run", file]);
-    await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
-    const out = collect(output);
+    const file = pricedPipeline(name, input, output, dlq);
+    const stream = await startStream(file, output);
+    const { run, out } = stream;
     const dead = collect(dlq);
     await waitFor(() => out.records.length >= expected.length && dead.records.length >= bad.size, 120_000, "all output and dead letters");
     await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) >= 2000, 30_000, "the counters");
-    run.child.kill("SIGTERM");
-    expect(await run.exited).toBe(0);
-    const outRecords = await out.stop();
+    const outRecords = await stopStream(stream);
     const deadRecords = await dead.stop();
 
     const byId = (rows: Array<{ id: number }>) => [...rows].sort((a, b) => a.id - b.id);

@@ -15,6 +15,7 @@ import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { parsePrometheusText, sampleValue } from "../metrics/prom-text.ts";
 import { adminUrlOf, BUN, type CliRun, ENGINE_KAFKA_CLIENT, lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
 import { collect, committedOffsets, consumeAll, createTopic, header, json, produce, uniqueName } from "../helpers/kafka.ts";
+import { pipelineToml } from "../helpers/pipelines.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures: trades with poison among them, and what a `price > 100` filter makes of them.
@@ -57,29 +58,18 @@ async function topicsFor(prefix: string, partitions: number): Promise<Topics> {
   return topics;
 }
 
-function pipelineToml(t: Topics): string {
-  return `name = "${t.name}"
-[datasets.trades]
-topic = "${t.input}"
-[datasets.trades.policy]
-deadLetter = "${t.dlq}"
-[datasets.large]
-topic = "${t.output}"
-
-[[transforms]]
-inputs = ["trades"]
-output = "large"
-
-[[transforms.steps]]
-op = "filter"
-expression = "price > 100"
-`;
+function tradesPipeline(t: Topics): string {
+  return pipelineToml({
+    name: t.name,
+    datasets: { trades: { topic: t.input, deadLetter: t.dlq }, large: { topic: t.output } },
+    transforms: [{ inputs: ["trades"], output: "large", steps: [{ op: "filter", expression: "price > 100" }] }],
+  });
 }
 
 /** A folder the platform serves pipelines from, holding this one pipeline. */
 function platformDir(t: Topics): string {
   const dir = mkdtempSync(join(tmpdir(), "fv-platform-"));
-  writeFileSync(join(dir, `${t.name}.toml`), pipelineToml(t));
+  writeFileSync(join(dir, `${t.name}.toml`), tradesPipeline(t));
   return dir;
 }
 
@@ -366,7 +356,7 @@ describe("the admin server of a run", () => {
     const t = await topicsFor("admin-metrics", 2);
     await produce(trades(t.input, 0, 1500));
     const want = expectedOf(0, 1500);
-    const run = cli(["run", writePipeline(pipelineToml(t))]);
+    const run = cli(["run", writePipeline(tradesPipeline(t))]);
     const admin = await adminUrlOf(run);
     // Settled: everything consumed and the measured rate back to 0, so nothing moves between the two reads.
     await waitFor(async () => {
@@ -416,7 +406,7 @@ describe("the admin server of a run", () => {
   test("/stop without a token is refused on a non-loopback address; with STREAM_ADMIN_TOKEN it takes the bearer token only", async () => {
     const t = await topicsFor("admin-stop", 1);
     await produce(trades(t.input, 0, 50));
-    const file = writePipeline(pipelineToml(t));
+    const file = writePipeline(tradesPipeline(t));
     const open = cli(["run", file], { STREAM_ADMIN_ADDR: "0.0.0.0:0" });
     const guarded = cli(["run", file], { STREAM_ADMIN_ADDR: "0.0.0.0:0", STREAM_ADMIN_TOKEN: "s3cret-token" });
     const [openAdmin, guardedAdmin] = await Promise.all([adminUrlOf(open), adminUrlOf(guarded)]);

@@ -10,12 +10,13 @@
  * that crosses the hop is the minimum over the upstream partitions, so nothing is late.
  */
 import { describe, expect, test } from "bun:test";
-import type { OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
-import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
+import { lastRecord, runCli, startCli, waitFor } from "../helpers/cli.ts";
+import { createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
+import { runUntilOutput, startStream } from "../helpers/streams.ts";
 
 type Row = Record<string, unknown>;
-const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 const MINUTES = 6;
 const GROUPS = 8;
@@ -45,21 +46,6 @@ function skewedInput(topic: string): { records: OutboundRecord[]; expected: Map<
   return { records, expected };
 }
 
-function countPipeline(name: string, input: string, output: string, repartition?: boolean) {
-  return writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-groupBy = ["g"]
-aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "qty", alias = "qty" }]
-${repartition === undefined ? "" : `repartition = ${repartition}`}
-`);
-}
-
 /** Output rows as `g@windowStart → { n, qty }`, and how many rows each (group, window) got. */
 function windows(rows: Row[]) {
   const latest = new Map<string, { n: number; qty: number }>();
@@ -75,11 +61,11 @@ const sortedEntries = <V>(m: Map<string, V>) => [...m.entries()].sort(([a], [b])
 
 describe("repartition through fv-repartition-<name>-<stage>", () => {
   test("validate names the hop and why", async () => {
-    const file = countPipeline("validate-hop", "trades", "counts");
+    const file = windowedCountPipeline("validate-hop", "trades", "counts", "g");
     const result = await runCli(["validate", file]);
     expect(result.code).toBe(0);
     expect(result.lines).toContain('  stage 1: repartition through fv-repartition-validate-hop-1 keyed by [g]: input "trades" is keyed by its message key, not by [g]');
-    const off = await runCli(["validate", countPipeline("validate-nohop", "trades", "counts", false)]);
+    const off = await runCli(["validate", windowedCountPipeline("validate-nohop", "trades", "counts", "g", { repartition: false })]);
     expect(off.lines).toContain("  stage 1: no repartition: step 1 (windowedAggregate) sets repartition = false (the inputs must already be keyed by [g])");
   });
 
@@ -90,11 +76,9 @@ describe("repartition through fv-repartition-<name>-<stage>", () => {
     await createTopic(input, 4);
     const { records, expected } = skewedInput(input);
     await produce(records);
-    const file = countPipeline(name, input, output);
+    const file = windowedCountPipeline(name, input, output, "g");
     const env = { STREAM_BATCH_SIZE: "200", STREAM_SESSION_TIMEOUT_MS: "6000" };
-    const a = startCli(["run", file], { env });
-    await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
-    const out = collect(output);
+    const { run: a, out } = await startStream(file, output, { env });
     // The second consumer joins once the first is well into the input.
     await waitFor(() => (lastRecord(a.records)?.metrics?.consumed ?? 0) > 8000, 90_000, "the first consumer under way");
     const b = startCli(["run", file], { env });
@@ -132,30 +116,14 @@ describe("repartition through fv-repartition-<name>-<stage>", () => {
     const { records, expected } = skewedInput(input);
     await produce(records);
     // Lateness covers the skew here, so what differs is only the partitioning.
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-allowedLatenessMs = ${10 * MINUTE}
-groupBy = ["g"]
-aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "qty", alias = "qty" }]
-repartition = false
-`);
+    const file = windowedCountPipeline(name, input, output, "g", { allowedLatenessMs: 10 * MINUTE, repartition: false });
     // A flush row per partition, far ahead, closes every window.
     await produce([0, 1, 2, 3].map((p) => ({ topic: input, partition: p, key: null, value: JSON.stringify({ g: "flush", qty: 0, ts: T0 + 30 * MINUTE }) })));
-    const run = startCli(["run", file], { env: { STREAM_CONSUMERS: "2" } });
-    await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
-    const out = collect(output);
-    const total = () => out.records.map(json).filter((r) => r.g !== "flush").reduce((sum, r) => sum + (r.n as number), 0);
+    const partial = (out: InboundRecord[]) => out.map(json).filter((r) => r.g !== "flush");
+    const total = (out: InboundRecord[]) => partial(out).reduce((sum, r) => sum + (r.n as number), 0);
     // Every window closes (the flush rows are 24 minutes past the last one): every row is counted once, in parts.
-    await waitFor(() => total() >= records.length, 120_000, "every partial window");
-    run.child.kill("SIGTERM");
-    expect(await run.exited).toBe(0);
-    const rows = (await out.stop()).map(json).filter((r) => r.g !== "flush");
+    const result = await runUntilOutput(file, output, (out) => total(out) >= records.length, "every partial window", { env: { STREAM_CONSUMERS: "2" }, timeoutMs: 120_000 });
+    const rows = partial(result.records);
     const { copies } = windows(rows);
     // Each (group, window) came out once per partition that held it, each with that partition's part.
     expect(Math.max(...copies.values())).toBeGreaterThan(1);
@@ -188,33 +156,20 @@ repartition = false
       ...[0, 1].map((p) => ({ topic: quotes, partition: p, key: null, value: JSON.stringify({ ticker: "FLUSH-Q", bid: 0, ts: T0 + 3600_000 }) })),
     ]);
     const WITHIN = 1500;
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${orders}", "${quotes}"]
-output = "${output}"
-[[transforms.steps]]
-op = "streamJoin"
-timeColumn = "ts"
-leftKey = "sym"
-rightKey = "ticker"
-withinMs = ${WITHIN}
-type = "inner"
-rightColumns = ["bid", "ts"]
-`);
+    const file = transformFile(name, [orders, quotes], output, { op: "streamJoin", timeColumn: "ts", leftKey: "sym", rightKey: "ticker", withinMs: WITHIN, type: "inner", rightColumns: ["bid", "ts"] });
     const validate = await runCli(["validate", file]);
     expect(validate.lines.join("\n")).toContain(`stage 1: repartition through fv-repartition-${name}-1 keyed by [sym]`);
     expect(validate.lines.join("\n")).toContain("both join inputs go through it, so they are co-partitioned");
     const expected: string[] = [];
     for (const o of orderRows) for (const q of quoteRows) if (o.sym === q.ticker && Math.abs((o.ts as number) - (q.ts as number)) <= WITHIN) expected.push(`${o.orderId}|${q.bid}`);
     expect(expected.length).toBeGreaterThan(50);
-    const run = startCli(["run", file], { env: { STREAM_CONSUMERS: "2", STREAM_IDLE_PARTITION_MS: "60000" } });
-    await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
-    const out = collect(output);
-    await waitFor(() => new Set(out.records.map((r) => `${json(r).orderId}|${json(r).right_bid}`)).size >= expected.length, 120_000, "every pair");
-    await new Promise((r) => setTimeout(r, 1500));
-    run.child.kill("SIGTERM");
-    expect(await run.exited).toBe(0);
-    const pairs = [...new Set((await out.stop()).map((r) => `${json(r).orderId}|${json(r).right_bid}`))].sort();
+    const pair = (r: InboundRecord) => `${json(r).orderId}|${json(r).right_bid}`;
+    const { records: joined } = await runUntilOutput(file, output, (out) => new Set(out.map(pair)).size >= expected.length, "every pair", {
+      env: { STREAM_CONSUMERS: "2", STREAM_IDLE_PARTITION_MS: "60000" },
+      timeoutMs: 120_000,
+      settleMs: 1500,
+    });
+    const pairs = [...new Set(joined.map(pair))].sort();
     expect(pairs).toEqual(expected.sort());
     expect(await partitionCount(`fv-repartition-${name}-1`)).toBe(4);
   });

@@ -7,6 +7,7 @@ import type { OutboundRecord } from "../../src/kafka/port.ts";
 import { lastRecord, runCli, startCli, TEST_ENGINE, waitFor, writePipeline } from "../helpers/cli.ts";
 import type { InboundRecord } from "../../src/kafka/port.ts";
 import { collect, committedOffsets, consumeAll, createTopic, header, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
+import { pipelineToml, type Transform } from "../helpers/pipelines.ts";
 
 /** A trade row of about 200 bytes; price cycles 0..199 so 99 of every 200 pass `price > 100`. */
 function trade(id: number) {
@@ -20,22 +21,13 @@ const expectedIds = (from: number, to: number) => {
   return ids;
 };
 
-function filterPipeline(name: string, input: string, output: string, extra = ""): string {
-  return `name = "${name}"
-[datasets.events]
-topic = "${input}"
-${extra}
-[datasets.out]
-topic = "${output}"
-
-[[transforms]]
-inputs = ["events"]
-output = "out"
-
-[[transforms.steps]]
-op = "filter"
-expression = "price > 100"
-`;
+/** `price > 100` from the dataset `events` (dead-lettered to `deadLetter` when given) to `out`, then the transforms `then`. */
+function filterPipeline(name: string, input: string, output: string, options: { deadLetter?: string; then?: Transform[] } = {}): string {
+  return pipelineToml({
+    name,
+    datasets: { events: { topic: input, deadLetter: options.deadLetter }, out: { topic: output } },
+    transforms: [{ inputs: ["events"], output: "out", steps: [{ op: "filter", expression: "price > 100" }] }, ...(options.then ?? [])],
+  });
 }
 
 /**
@@ -118,7 +110,7 @@ describe(`the spine on ${TEST_ENGINE.name}`, () => {
     ];
     const good = trades(input, 0, 1000);
     await produce([...good.slice(0, 500), ...poison, ...good.slice(500)]);
-    const file = writePipeline(filterPipeline(name, input, output, `[datasets.events.policy]\ndeadLetter = "${dlq}"`));
+    const file = writePipeline(filterPipeline(name, input, output, { deadLetter: dlq }));
 
     const expected = expectedIds(0, 1000);
     const { code, run, out } = await runUntil(file, output, expected);
@@ -155,15 +147,7 @@ describe(`the spine on ${TEST_ENGINE.name}`, () => {
     expect(before.map((o) => o.offset).reduce((a, b) => a + b, 0n)).toBe(400n);
 
     await produce(trades(input, 400, 600));
-    const invalid = writePipeline(`${filterPipeline(name, input, output)}
-[[transforms]]
-inputs = ["out"]
-output = "final"
-
-[[transforms.steps]]
-op = "filter"
-expression = "price > > 100"
-`);
+    const invalid = writePipeline(filterPipeline(name, input, output, { then: [{ inputs: ["out"], output: "final", steps: [{ op: "filter", expression: "price > > 100" }] }] }));
     const result = await runCli(["run", invalid]);
     expect(result.code).not.toBe(0);
     expect(result.output).toContain("stage 2");

@@ -25,13 +25,14 @@ import { compileTopology } from "../../src/control/topology.ts";
 import type { Admin, InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { emptyCounters } from "../../src/loop/counters.ts";
 import { OperatorTasks } from "../../src/loop/operator-tasks.ts";
-import { type CliRun, lastRecord, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
-import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { type CliRun, lastRecord, startCli, waitFor } from "../helpers/cli.ts";
+import { createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
+import { assertRunning, type Stream as OutputStream, startStream, stopWhen } from "../helpers/streams.ts";
 
 type Row = Record<string, unknown>;
 
 const SECOND = 1000;
-const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 /** Far past every expected firing: the flush rows' event time. */
 const T_FLUSH = T0 + 10 * MINUTE;
@@ -77,9 +78,7 @@ function assignments(run: CliRun): Map<number, string[]> {
 }
 const partitionsOf = (owned: string[], topic: string) => owned.filter((tp) => tp.startsWith(`${topic}:`)).map((tp) => Number(tp.split(":").pop())).sort();
 
-interface Stream {
-  run: CliRun;
-  out: ReturnType<typeof collect>;
+interface Stream extends OutputStream {
   started: number;
 }
 
@@ -91,14 +90,10 @@ interface Stream {
 async function startShared(file: string, output: string, env: Record<string, string> = {}): Promise<Stream> {
   const started = Date.now();
   const consumers = Number(env.STREAM_CONSUMERS ?? 2);
-  const run = startCli(["run", file], { env: { STREAM_CONSUMERS: String(consumers), ...env } });
-  const alive = () => {
-    if (run.child.exitCode !== null) throw new Error(`the CLI exited (${run.child.exitCode}):\n${run.lines.join("\n")}`);
-  };
-  await waitFor(async () => (alive(), (await partitionCount(output)) !== undefined), 60_000, "the output topic");
-  const out = collect(output);
-  await waitFor(() => (alive(), [...assignments(run).values()].filter((owned) => owned.length > 0).length === consumers), 60_000, `${consumers} consumers owning partitions`);
-  return { run, out, started };
+  const stream = await startStream(file, output, { env: { STREAM_CONSUMERS: String(consumers), ...env } });
+  const { run } = stream;
+  await waitFor(() => (assertRunning(run), [...assignments(run).values()].filter((owned) => owned.length > 0).length === consumers), 60_000, `${consumers} consumers owning partitions`);
+  return { ...stream, started };
 }
 
 /**
@@ -107,19 +102,14 @@ async function startShared(file: string, output: string, env: Record<string, str
  * the final build record. The CLI's first error log lines are printed, to explain a failure.
  */
 async function finish(label: string, stream: Stream, count: number, options: { timeoutMs?: number } = {}) {
-  const { run, out } = stream;
+  const { run } = stream;
+  let records: InboundRecord[];
   try {
-    await waitFor(() => {
-      if (run.child.exitCode !== null) throw new Error(`the CLI exited (${run.child.exitCode}):\n${run.lines.join("\n")}`);
-      return distinct(out.records.map(json)).length >= count;
-    }, options.timeoutMs ?? 60_000, `${count} distinct output rows`);
-    await sleep(1000);
+    records = await stopWhen(stream, (out) => distinct(out.map(json)).length >= count, `${count} distinct output rows`, { timeoutMs: options.timeoutMs ?? 60_000, settleMs: 1000 });
   } finally {
-    run.child.kill("SIGTERM");
     for (const log of run.logs.filter((l) => l.level === "error").slice(0, 3)) console.log(`  ${label}: error log: ${log.msg.slice(0, 400)}`);
   }
-  expect(await run.exited).toBe(0);
-  const rows = (await out.stop()).map(json) as Row[];
+  const rows = records.map(json) as Row[];
   const final = lastRecord(run.records)!;
   const split = [...assignments(run)].sort(([a], [b]) => a - b).map(([c, owned]) => `consumer ${c}: ${owned.map((tp) => tp.replace(/^.*-(\w+):/, "$1:")).join(" ")}`);
   console.log(`  ${label}: ${rows.length} output records (${distinct(rows).length} distinct, ${count} expected) in ${Date.now() - stream.started} ms, restarts ${final.metrics!.restarts}; ${split.join("; ")}`);
@@ -164,18 +154,7 @@ function joinInput(orders: string, quotes: string) {
 
 const WITHIN = 2 * SECOND;
 function joinPipeline(name: string, orders: string, quotes: string, output: string, type: "inner" | "left") {
-  return writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${orders}", "${quotes}"]
-output = "${output}"
-[[transforms.steps]]
-op = "streamJoin"
-timeColumn = "ts"
-on = "sym"
-withinMs = ${WITHIN}
-type = "${type}"
-rightColumns = ["qid", "px", "ts"]
-`);
+  return transformFile(name, [orders, quotes], output, { op: "streamJoin", timeColumn: "ts", on: "sym", withinMs: WITHIN, type, rightColumns: ["qid", "px", "ts"] });
 }
 
 /** By hand: every (order, quote) with equal non-null sym and |Δt| <= WITHIN; for a left join also each order without one, right columns null. */
@@ -242,18 +221,14 @@ describe("stateful operators through the real broker (4 partitions, STREAM_CONSU
     expect(expected.length).toBe(13);
 
     await createTopic(input, PARTITIONS);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "sessionAggregate"
-timeColumn = "ts"
-gapMs = ${GAP}
-allowedLatenessMs = ${LATENESS}
-groupBy = ["user"]
-aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "amount", alias = "total" }, { op = "max", column = "amount", alias = "peak" }]
-`);
+    const file = transformFile(name, input, output, {
+      op: "sessionAggregate",
+      timeColumn: "ts",
+      gapMs: GAP,
+      allowedLatenessMs: LATENESS,
+      groupBy: ["user"],
+      aggs: [{ op: "count", alias: "n" }, { op: "sum", column: "amount", alias: "total" }, { op: "max", column: "amount", alias: "peak" }],
+    });
     const stream = await startShared(file, output);
     await produce([
       ...produced.map((r) => record(input, r.user, { user: r.user, amount: r.amount, ts: r.ts })),
@@ -328,18 +303,7 @@ aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "amount", alias = 
     expect(expected.filter((r) => r.rank === 1).length).toBeGreaterThan(expected.filter((r) => r.rank === 3).length);
 
     await createTopic(input, PARTITIONS);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "topN"
-timeColumn = "ts"
-n = 3
-by = "score"
-groupBy = ["game"]
-windowMs = ${MINUTE}
-`);
+    const file = transformFile(name, input, output, { op: "topN", timeColumn: "ts", n: 3, by: "score", groupBy: ["game"], windowMs: MINUTE });
     const stream = await startShared(file, output);
     await produce([...rows.map((r) => record(input, r.game as string, r)), ...flushRows(input, (p) => ({ game: `~flush${p}`, player: "flush", score: 0 }))]);
     const { rows: out, final } = await finish("topN", stream, expected.length);
@@ -375,18 +339,7 @@ windowMs = ${MINUTE}
     expect(expected2.at(-1)).toEqual({ sym: "s0", last: [500, 501] });
 
     await createTopic(input, PARTITIONS);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "lastN"
-timeColumn = "ts"
-n = 3
-column = "v"
-groupBy = ["sym"]
-expireAfterMs = ${MINUTE}
-`);
+    const file = transformFile(name, input, output, { op: "lastN", timeColumn: "ts", n: 3, column: "v", groupBy: ["sym"], expireAfterMs: MINUTE });
     const stream = await startShared(file, output);
     await produce([...phase1.map((r) => record(input, r.sym as string, r)), ...flushRows(input, (p) => flush[p]!)]);
     // Every phase-1 row (flush rows included) emitted means every batch holding them has also
@@ -432,22 +385,10 @@ describe("rebalance: a second process joins, the first is killed, its partitions
 
     await createTopic(input, PARTITIONS);
     await produce(part1);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-groupBy = ["sym"]
-aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "qty", alias = "qty" }]
-`);
+    const file = windowedCountPipeline(name, input, output, "sym");
     const env = { STREAM_CONSUMERS: "1", STREAM_SESSION_TIMEOUT_MS: "6000" };
     const started = Date.now();
-    const a = startCli(["run", file], { env });
-    await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
-    const out = collect(output);
+    const { run: a, out } = await startStream(file, output, { env });
     let b: CliRun | undefined;
     let restoredBeforeKill = 0;
     const owned = (run: CliRun) => (lastRecord(run.records)?.metrics?.partitions ?? []).filter((p) => p.topic === input).length;
@@ -547,20 +488,13 @@ describe("regressions: engine bugs found by these tests (fixed in f0d25c3)", () 
     }
     expect(poisonWindows).toBe(2);
     await createTopic(input, PARTITIONS);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-groupBy = ["sym"]
-aggs = [{ op = "count", alias = "n" }]
-[[transforms.steps]]
-op = "filter"
-expression = "100 / (n - 2) > 0"
-`);
+    const file = transformFile(
+      name,
+      input,
+      output,
+      { op: "windowedAggregate", timeColumn: "ts", windowMs: MINUTE, groupBy: ["sym"], aggs: [{ op: "count", alias: "n" }] },
+      { op: "filter", expression: "100 / (n - 2) > 0" },
+    );
     const stream = await startShared(file, output);
     await produce([...rows.map((r) => record(input, r.sym as string, r)), ...flushRows(input, (p) => ({ sym: `~flush${p}` }))]);
     const { rows: out, final } = await finish("fired poison", stream, expected.length, { timeoutMs: 30_000 });
@@ -630,17 +564,7 @@ expression = "100 / (n - 2) > 0"
     const GROUPS = 60_000;
     const rows = Array.from({ length: GROUPS }, (_, i) => ({ user: `user-${i}`, ts: T0 + Math.floor((i * MINUTE) / GROUPS) }));
     await createTopic(input, PARTITIONS);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-groupBy = ["user"]
-aggs = [{ op = "count", alias = "n" }]
-`);
+    const file = transformFile(name, input, output, { op: "windowedAggregate", timeColumn: "ts", windowMs: MINUTE, groupBy: ["user"], aggs: [{ op: "count", alias: "n" }] });
     const stream = await startShared(file, output, { STREAM_CONSUMERS: "1" });
     await produce([...rows.map((r) => record(input, r.user, r)), ...flushRows(input, (p) => ({ user: `~flush${p}` }))]);
     const { rows: out, final } = await finish("60k-group window", stream, GROUPS, { timeoutMs: 30_000 });

@@ -4,10 +4,11 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
-import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { lastRecord, startCli, waitFor } from "../helpers/cli.ts";
+import { createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { MINUTE, windowedCountPipeline } from "../helpers/pipelines.ts";
+import { runUntilOutput, startStream, stopStream } from "../helpers/streams.ts";
 
-const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 const SYMS = ["ACME", "GLOBEX", "INITECH", "UMBRELLA", "HOOLI"];
 
@@ -42,20 +43,6 @@ function expectedWindows(perMinute: number, minutes: number) {
   return [...map.values()];
 }
 
-function windowPipeline(name: string, input: string, output: string) {
-  return writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-groupBy = ["sym"]
-aggs = [{ op = "count", alias = "n" }, { op = "sum", column = "qty", alias = "qty" }]
-`);
-}
-
 /** The latest value per (sym, window): at-least-once may re-emit a window, but with the right value. */
 function finalWindows(rows: Array<Record<string, unknown>>) {
   const latest = new Map<string, Record<string, unknown>>();
@@ -72,9 +59,8 @@ describe("stateful operators through the real broker", () => {
     const output = `${name}-out`;
     await createTopic(input, 4);
     await produce(trades(input, 200, 6));
-    const run = startCli(["run", windowPipeline(name, input, output)], { env: { STREAM_CONSUMERS: "2", STREAM_IDLE_PARTITION_MS: "3000" } });
-    await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
-    const out = collect(output);
+    const stream = await startStream(windowedCountPipeline(name, input, output, "sym"), output, { env: { STREAM_CONSUMERS: "2", STREAM_IDLE_PARTITION_MS: "3000" } });
+    const { run, out } = stream;
     const expected = expectedWindows(200, 6);
     await waitFor(() => finalWindows(out.records.map(json)).length >= expected.length, 90_000, "every window");
     // The last minute's windows are still open: their state is visible per partition.
@@ -84,9 +70,7 @@ describe("stateful operators through the real broker", () => {
     const owned = lastRecord(run.records)!.metrics!.partitions;
     expect(owned.filter((p) => p.topic === input).length).toBe(4);
     expect(owned.filter((p) => p.topic === `fv-repartition-${name}-1`).length).toBe(4);
-    run.child.kill("SIGTERM");
-    expect(await run.exited).toBe(0);
-    expect(finalWindows((await out.stop()).map(json))).toEqual(sorted(expected));
+    expect(finalWindows((await stopStream(stream)).map(json))).toEqual(sorted(expected));
     expect(await partitionCount(`fv-state-${name}`)).toBe(4);
     expect(lastRecord(run.records)!.metrics!.late).toBe(0);
   });
@@ -99,7 +83,7 @@ describe("stateful operators through the real broker", () => {
     const all = trades(input, 400, 6);
     const half = Math.floor(all.length / 2);
     await produce(all.slice(0, half));
-    const file = windowPipeline(name, input, output);
+    const file = windowedCountPipeline(name, input, output, "sym");
     const first = startCli(["run", file], { env: { STREAM_CONSUMERS: "2" } });
     await waitFor(() => (lastRecord(first.records)?.metrics?.consumed ?? 0) >= half, 90_000, "the first half consumed");
     await new Promise((r) => setTimeout(r, 500));
@@ -107,13 +91,12 @@ describe("stateful operators through the real broker", () => {
     expect(await first.exited).toBe(0);
 
     await produce(all.slice(half));
-    const second = startCli(["run", file], { env: { STREAM_CONSUMERS: "2", STREAM_IDLE_PARTITION_MS: "3000" } });
-    const out = collect(output);
     const expected = expectedWindows(400, 6);
-    await waitFor(() => finalWindows(out.records.map(json)).length >= expected.length, 90_000, "every window");
-    second.child.kill("SIGTERM");
-    expect(await second.exited).toBe(0);
-    expect(finalWindows((await out.stop()).map(json))).toEqual(sorted(expected));
+    const { run: second, records } = await runUntilOutput(file, output, (out) => finalWindows(out.map(json)).length >= expected.length, "every window", {
+      env: { STREAM_CONSUMERS: "2", STREAM_IDLE_PARTITION_MS: "3000" },
+      timeoutMs: 90_000,
+    });
+    expect(finalWindows(records.map(json))).toEqual(sorted(expected));
     const m = lastRecord(second.records)!.metrics!;
     expect(m.restoredRecords).toBeGreaterThan(0);
     console.log(`restart: restored ${m.restoredRecords} changelog records in ${m.restoreMs} ms`);

@@ -11,28 +11,13 @@ import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { resolveKafkaClient } from "../../src/kafka/clients.ts";
 import type { GroupConsumer, InboundRecord, KafkaClient, OutboundRecord, TopicPartition } from "../../src/kafka/port.ts";
+import { countTags, pollFor, pollUntil, writeAbortedAndCommitted } from "../helpers/port.ts";
 
 const BROKERS = (process.env.STREAM_BROKERS ?? "127.0.0.1:9092").split(",");
 const ADAPTERS = (process.env.FV_TEST_ADAPTERS ?? "platformatic,confluent").split(",").filter(Boolean);
 
 const uniqueName = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
 const text = (bytes: Uint8Array | null) => (bytes === null ? null : new TextDecoder().decode(bytes));
-
-/** Polls until `count` records arrived or `timeoutMs` passed. */
-async function pollUntil(consumer: GroupConsumer, count: number, timeoutMs = 30_000): Promise<InboundRecord[]> {
-  const out: InboundRecord[] = [];
-  const until = Date.now() + timeoutMs;
-  while (out.length < count && Date.now() < until) out.push(...(await consumer.poll(1000, 200)));
-  return out;
-}
-
-/** Polls for `ms` and returns whatever came (to show that nothing more does). */
-async function pollFor(consumer: GroupConsumer, ms: number): Promise<InboundRecord[]> {
-  const out: InboundRecord[] = [];
-  const until = Date.now() + ms;
-  while (Date.now() < until) out.push(...(await consumer.poll(1000, 200)));
-  return out;
-}
 
 const values = (records: InboundRecord[]) => records.map((r) => text(r.value)!).sort();
 const byPartition = (a: { topic: string; partition: number }, b: { topic: string; partition: number }) =>
@@ -236,33 +221,14 @@ for (const adapter of ADAPTERS) {
       const topic = await topicWith(1);
       const tx = track(k().transactionalProducer({ clientId: "fv-port-rc", transactionalId: uniqueName("fv-port-txid") }));
       await tx.ready();
-      const rows = (tag: string, n: number, pad = 10) => Array.from({ length: n }, (_, i) => ({ topic, key: null, value: JSON.stringify({ tag, i, pad: "p".repeat(pad) }) }));
-      await tx.send(rows("aborted-1", 30));
-      await tx.abort();
-      await tx.send(rows("committed-1", 5));
-      await tx.commit();
-      await tx.send(rows("aborted-2", 30));
-      await tx.abort();
-      // About 3 MB in one transaction: more than one fetch of the partition.
-      await tx.send(rows("aborted-big", 3000, 1000));
-      await tx.abort();
-      await tx.send(rows("committed-2", 10));
-      await tx.commit();
-      const tally = (records: InboundRecord[]) => {
-        const counts: Record<string, number> = {};
-        for (const r of records) {
-          const tag = JSON.parse(text(r.value)!).tag as string;
-          counts[tag] = (counts[tag] ?? 0) + 1;
-        }
-        return counts;
-      };
+      await writeAbortedAndCommitted(tx, topic);
       const reader = consumerOf(uniqueName("fv-port-rc"), topic);
       await reader.start();
       const read = await pollUntil(reader, 15);
       read.push(...(await pollFor(reader, 1500)));
-      assert.deepEqual(tally(read), { "committed-1": 5, "committed-2": 10 });
+      assert.deepEqual(countTags(read), { "committed-1": 5, "committed-2": 10 });
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
-      assert.deepEqual(tally(await admin.readPartition(topic, 0)), { "committed-1": 5, "committed-2": 10 });
+      assert.deepEqual(countTags(await admin.readPartition(topic, 0)), { "committed-1": 5, "committed-2": 10 });
     });
 
     test("a second transactional producer with the same id fences the first", async () => {
