@@ -6,10 +6,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { lastRecord, startCli, waitFor } from "../helpers/cli.ts";
 import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { MINUTE, transformFile } from "../helpers/pipelines.ts";
 
-const MINUTE = 60_000;
 const T0 = Date.UTC(2026, 0, 1);
 const KEYS = ["a", "b", "c"];
 
@@ -29,18 +29,10 @@ describe("idle partitions", () => {
       }
     }
     await produce(rows);
-    const file = writePipeline(`name = "${name}"
-[[transforms]]
-inputs = ["${input}"]
-output = "${output}"
-[[transforms.steps]]
-op = "windowedAggregate"
-timeColumn = "ts"
-windowMs = ${MINUTE}
-groupBy = ["key"]
-aggs = [{ op = "count", alias = "n" }]
-repartition = false
-`);
+    const file = transformFile(name, input, output, {
+      op: "windowedAggregate", timeColumn: "ts", windowMs: MINUTE, groupBy: ["key"], aggs: [{ op: "count", alias: "n" }],
+      repartition: false,
+    });
     const run = startCli(["run", file], { env: { STREAM_EXACTLY_ONCE: "true", STREAM_IDLE_PARTITION_MS: "1500", STREAM_CONSUMERS: "1" } });
     await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
     const out = collect(output);
