@@ -1,7 +1,8 @@
 /**
- * Compute steps end to end through the real broker: WASM map then WASM filter (Bun and Deno),
- * a trapping row dead-lettered, a runaway plugin timed out, the container example with its
- * process killed mid-run, and a bad manifest refused before anything is consumed.
+ * Compute steps end to end through the real broker: WASM map then WASM filter (Bun and Deno, and
+ * Node in the Node passes), a trapping row dead-lettered, a runaway plugin timed out, the
+ * container example with its process killed mid-run, and a bad manifest refused before anything
+ * is consumed.
  */
 import { describe, expect, test } from "bun:test";
 import { execSync } from "node:child_process";
@@ -9,7 +10,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { lastRecord, ROOT, type Runtime, runCli, startCli, TEST_ENGINE, waitFor, writePipeline } from "../helpers/cli.ts";
 import { collect, committedOffsets, createTopic, header, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
 
 const FUNCTIONS = join(ROOT, "functions");
@@ -65,7 +66,7 @@ function trappingRoot(): string {
   return root;
 }
 
-async function runToCompletion(file: string, output: string, expectedCount: number, env: Record<string, string>, runtime: "bun" | "deno" = "bun") {
+async function runToCompletion(file: string, output: string, expectedCount: number, env: Record<string, string>, runtime: Runtime = "bun") {
   const run = startCli(["run", file], { runtime, env });
   await waitFor(async () => (await partitionCount(output)) !== undefined || run.child.exitCode !== null, 60_000, "the output topic");
   const collector = collect(output);
@@ -83,7 +84,9 @@ async function runToCompletion(file: string, output: string, expectedCount: numb
 }
 
 describe("compute steps through the real broker", () => {
-  for (const runtime of ["bun", "deno"] as const) {
+  // Node runs the tsc build in dist/, which the Node passes of scripts/test.sh (FV_TEST_ENGINE=node-*) have built
+  const runtimes: Runtime[] = ["bun", "deno", ...(TEST_ENGINE.runtime === "node" ? ["node" as const] : [])];
+  for (const runtime of runtimes) {
     test(`a WASM map then a WASM filter give exactly the expected output, and a trapping row is dead-lettered (${runtime})`, async () => {
       const name = uniqueName(`wasm-${runtime}`);
       const [input, enriched, output, dlq] = ["in", "enriched", "out", "dlq"].map((t) => `${name}-${t}`) as [string, string, string, string];
@@ -93,7 +96,8 @@ describe("compute steps through the real broker", () => {
       const want = [...Array(n).keys()].filter((i) => order(i).sku !== "TRAP").map(expected).filter((x) => x !== undefined);
       const traps = [...Array(n).keys()].filter((i) => order(i).sku === "TRAP");
       const file = writePipeline(twoStages(name, input, enriched, output, dlq));
-      const { run, out } = await runToCompletion(file, output, want.length, { FV_TRANSFORMS_DIR: `${FUNCTIONS}:${trappingRoot()}` }, runtime);
+      const client: Record<string, string> = runtime === "node" && TEST_ENGINE.kafkaClient ? { STREAM_KAFKA_CLIENT: TEST_ENGINE.kafkaClient } : {};
+      const { run, out } = await runToCompletion(file, output, want.length, { FV_TRANSFORMS_DIR: `${FUNCTIONS}:${trappingRoot()}`, ...client }, runtime);
 
       const sortKey = (r: Record<string, unknown>) => `${r.sku}|${r.customer}|${r.price}|${r.qty}`;
       const got = out.map(json).sort((a, b) => sortKey(a).localeCompare(sortKey(b)));
