@@ -3,10 +3,11 @@
  * the same broker, the same input and the same topologies, in one run. Method and the latest
  * table: docs/benchmarks.md.
  *
- *   bun bench/peers/run.ts            (npm run bench:peers builds the Java side first)
+ *   bun bench/peers/run.ts            (npm run bench:peers builds the Java side and dist/ first)
  *
- * Engines: Kafka Streams and fv-streams on Bun and Deno, each under both guarantees; the ceiling
- * tools and our client's pass-through run once, before the rounds.
+ * Engines: Kafka Streams and fv-streams on Bun, Deno and Node + librdkafka (left out, with a note,
+ * when the addon does not load), each under both guarantees; the ceiling tools and our client's
+ * pass-through run once, before the rounds.
  *
  * Env: BENCH_ROWS (input rows, default 1000000), BENCH_REPEATS (3), BENCH_WORKLOADS
  * (stateless,stateful,compute), BENCH_ENGINES (all), BENCH_RUN_TIMEOUT_S (per run),
@@ -66,6 +67,8 @@ interface Engine {
   guarantee?: Guarantee;
   workloads: Workload[] | "passthrough";
   command(spec: RunSpec): { argv: string[]; env?: Record<string, string> };
+  /** Why this engine cannot run on this machine; it is then left out, and the table says so. */
+  unavailable?: string;
 }
 
 interface RunSpec {
@@ -77,11 +80,23 @@ interface RunSpec {
 
 const bin = (name: string) => join(ROOT, "node_modules/.bin", name);
 
+/** What scripts/setup.sh found: "yes: <librdkafka version>" when Node loads the addon, else "no: <why>". */
+const ADDON = existsSync(join(ROOT, "node_modules/.fv-librdkafka")) ? readFileSync(join(ROOT, "node_modules/.fv-librdkafka"), "utf8").trim() : "no: scripts/setup.sh has not checked it";
+const NODE_MAIN = "dist/runtime/cli/main.js";
+
 /** fv-streams on one runtime. `argv` starts the CLI; the pipeline file is appended. */
-const fvRuntimes: Array<{ runtime: string; argv: string[] }> = [
-  { runtime: "Bun", argv: [bin("bun"), "runtime/cli/main.ts", "run"] },
-  { runtime: "Deno", argv: [bin("deno"), "run", "-A", "runtime/cli/main.ts", "run"] },
-  // { runtime: "Node", argv: ["node", ...] }  ← the Node + librdkafka adapter (issue #8) joins here
+const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Record<string, string>; unavailable?: string }> = [
+  { id: "bun", label: "Bun", argv: [bin("bun"), "runtime/cli/main.ts", "run"] },
+  { id: "deno", label: "Deno", argv: [bin("deno"), "run", "-A", "runtime/cli/main.ts", "run"] },
+  // Node 20 runs the tsc build (npm run bench:peers builds it), with the librdkafka adapter
+  {
+    id: "node",
+    label: "Node + librdkafka",
+    argv: ["node", NODE_MAIN, "run"],
+    env: { STREAM_KAFKA_CLIENT: "confluent" },
+    unavailable: !ADDON.startsWith("yes:") ? `the librdkafka addon is not available (${ADDON.replace(/^no: /, "")})`
+      : !existsSync(join(ROOT, NODE_MAIN)) ? `${NODE_MAIN} is missing (npm run build)` : undefined,
+  },
 ];
 
 const ENGINES: Engine[] = [
@@ -98,15 +113,17 @@ const ENGINES: Engine[] = [
     workloads: ["stateless", "stateful", "compute"],
     command: (s) => ({ argv: java(KS_HEAP, "dev.fvstreams.bench.Main", ["streams", s.workload, g, s.input, s.output, `${s.name}-app`]), env: { BENCH_COMMIT_MS: COMMIT_MS } }),
   })),
-  ...fvRuntimes.flatMap(({ runtime, argv }) =>
+  ...fvRuntimes.flatMap(({ id, label, argv, env, unavailable }) =>
     (["alos", "eos"] as const).map((g): Engine => ({
-      id: `fv-${runtime.toLowerCase()}-${g}`,
-      label: `fv-streams ${runtime}`,
+      id: `fv-${id}-${g}`,
+      label: `fv-streams ${label}`,
       guarantee: g,
       workloads: ["stateless", "stateful", "compute"],
+      unavailable,
       command: (s) => ({
         argv: [...argv, pipelineFile(s)],
         env: {
+          ...env,
           STREAM_EXACTLY_ONCE: g === "eos" ? "true" : "false",
           STREAM_CHECKPOINT_INTERVAL_MS: COMMIT_MS,
           STREAM_CONSUMERS: "1",
@@ -120,9 +137,14 @@ const ENGINES: Engine[] = [
   ),
 ];
 const selected = process.env.BENCH_ENGINES ? process.env.BENCH_ENGINES.split(",") : undefined;
-const engines = ENGINES.filter((e) => !selected || selected.includes(e.id));
-/** Notes under the table: rounds or passes skipped. */
+const engines = ENGINES.filter((e) => (!selected || selected.includes(e.id)) && !e.unavailable);
+/** Notes under the table: engines left out, rounds or passes skipped. */
 const skipped: string[] = [];
+// one line per runtime: its at-least-once and exactly-once engines share the label and the reason
+for (const [label, why] of new Map(ENGINES.filter((e) => e.unavailable && (!selected || selected.includes(e.id))).map((e) => [e.label, e.unavailable!]))) {
+  skipped.push(`${label} left out: ${why}`);
+  console.log(`${label}: SKIPPED, ${why}`);
+}
 
 /** The fv-streams pipeline of a workload: the same topology as StreamsPeer.java. */
 const STEPS: Record<Workload, string> = {
