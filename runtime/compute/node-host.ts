@@ -114,12 +114,14 @@ export function pluginProcessCommand(): string[] | undefined {
   const g = globalThis as { Bun?: unknown; Deno?: unknown };
   if (g.Deno) return [process.execPath, "run", "-A", script];
   if (g.Bun) return [process.execPath, script];
-  return undefined; // Node 20 cannot run a .ts file
+  // Node runs the tsc build in dist/ (.js); Node 20 cannot run the .ts source
+  return script.endsWith(".js") ? [process.execPath, script] : undefined;
 }
 
 /**
  * A ComputeHost for Bun, Deno and Node. Plugin processes (isolation = "process") are available
- * on Bun and Deno.
+ * on Bun and Deno, and on Node when it runs the build in dist/. Node 20 has no global `Worker`,
+ * so there the process is the only isolation a `wasm` step can use.
  *
  * @example
  * const host = createNodeComputeHost({ logger: (level, message, context) => console.error(level, message, context) });

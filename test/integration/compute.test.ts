@@ -1,7 +1,8 @@
 /**
- * Compute steps end to end through the real broker: WASM map then WASM filter (Bun and Deno),
- * a trapping row dead-lettered, a runaway plugin timed out, the container example with its
- * process killed mid-run, and a bad manifest refused before anything is consumed.
+ * Compute steps end to end through the real broker: WASM map then WASM filter (Bun and Deno, and
+ * Node in the Node passes), a trapping row dead-lettered, a runaway plugin timed out, the
+ * container example with its process killed mid-run, and a bad manifest refused before anything
+ * is consumed.
  */
 import { describe, expect, test } from "bun:test";
 import { execSync } from "node:child_process";
@@ -9,7 +10,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { lastRecord, ROOT, type Runtime, runCli, startCli, TEST_ENGINE, waitFor, writePipeline } from "../helpers/cli.ts";
 import { collect, committedOffsets, createTopic, header, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
 import { pipelineFile, transformFile } from "../helpers/pipelines.ts";
 import { readUntil, runUntilOutput } from "../helpers/streams.ts";
@@ -50,7 +51,9 @@ function trappingRoot(): string {
 }
 
 describe("compute steps through the real broker", () => {
-  for (const runtime of ["bun", "deno"] as const) {
+  // Node runs the tsc build in dist/, which the Node passes of scripts/test.sh (FV_TEST_ENGINE=node-*) have built
+  const runtimes: Runtime[] = ["bun", "deno", ...(TEST_ENGINE.runtime === "node" ? ["node" as const] : [])];
+  for (const runtime of runtimes) {
     test(`a WASM map then a WASM filter give exactly the expected output, and a trapping row is dead-lettered (${runtime})`, async () => {
       const name = uniqueName(`wasm-${runtime}`);
       const [input, enriched, output, dlq] = ["in", "enriched", "out", "dlq"].map((t) => `${name}-${t}`) as [string, string, string, string];
@@ -60,9 +63,10 @@ describe("compute steps through the real broker", () => {
       const want = [...Array(n).keys()].filter((i) => order(i).sku !== "TRAP").map(expected).filter((x) => x !== undefined);
       const traps = [...Array(n).keys()].filter((i) => order(i).sku === "TRAP");
       const file = twoStages(name, input, enriched, output, dlq);
+      const client: Record<string, string> = runtime === "node" && TEST_ENGINE.kafkaClient ? { STREAM_KAFKA_CLIENT: TEST_ENGINE.kafkaClient } : {};
       const { run, records: out } = await runUntilOutput(file, output, (got) => got.length >= want.length, `${want.length} output records`, {
         runtime,
-        env: { FV_TRANSFORMS_DIR: `${FUNCTIONS}:${trappingRoot()}` },
+        env: { FV_TRANSFORMS_DIR: `${FUNCTIONS}:${trappingRoot()}`, ...client },
         settleMs: 1000,
       });
 

@@ -86,16 +86,20 @@ final class Harness {
   }
 
   /**
-   * pace TOPIC RATE SECONDS: rows at a fixed rate (in 10 ms slots), each carrying its send time
-   * in `sentAt` (wall clock ms). Event time is the send time, so windows behave as live data.
+   * pace TOPIC RATE SECONDS [START_AT_MS]: rows at a fixed rate (in 10 ms slots), each carrying
+   * its send time in `sentAt` (wall clock ms). Event time is the send time, so windows behave as
+   * live data. With START_AT_MS the first row goes at that wall-clock time, so the JVM can start
+   * while the engine joins its group.
    */
-  static void pace(String brokers, String topic, int rate, int seconds) throws Exception {
+  static void pace(String brokers, String topic, int rate, int seconds, long startAt) throws Exception {
     Properties p = new Properties();
     p.put("bootstrap.servers", brokers);
     p.put("key.serializer", StringSerializer.class.getName());
     p.put("value.serializer", StringSerializer.class.getName());
     p.put("linger.ms", "0");
     try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+      producer.partitionsFor(topic); // metadata before the first slot, not in it
+      Thread.sleep(Math.max(0, startAt - System.currentTimeMillis()));
       long total = (long) rate * seconds;
       long start = System.currentTimeMillis();
       long sent = 0;
@@ -118,7 +122,8 @@ final class Harness {
 
   /**
    * count TOPIC EXPECTED TIMEOUT_MS SETTLE_MS [LATENCY_FROM_MS]: reads TOPIC read_committed from
-   * the beginning of every partition (no group), prints READY once positioned, then a JSON line
+   * the beginning of every partition (no group), prints READY once positioned, DONE when it has
+   * seen EXPECTED records (the harness starts the next run's counter meanwhile), then a JSON line
    * with the count, when the first and the EXPECTED-th record were seen (epoch ms), and the count
    * after SETTLE_MS more (a run that emits too much is wrong too). With LATENCY_FROM_MS, records
    * whose sentAt is at least that, and at least 1 s after the first output was seen, give
@@ -167,6 +172,8 @@ final class Harness {
         if (doneAt == 0 && count >= expected) {
           doneAt = now;
           settleUntil = now + settleMs;
+          System.out.println("DONE");
+          System.out.flush();
         }
       }
       StringBuilder out = new StringBuilder("{\"count\":" + count + ",\"expected\":" + expected + ",\"firstAt\":" + firstAt + ",\"doneAt\":" + doneAt

@@ -9,7 +9,7 @@ import java.util.Arrays;
  *   create NAME:PARTITIONS ...                       topics (existing ones are kept)
  *   delete-prefix PREFIX ...                         drop the benchmark's topics afterwards
  *   load TOPIC N T0                                  the input rows and closers; prints expected counts
- *   pace TOPIC RATE SECONDS                          rows at a fixed rate with their send time
+ *   pace TOPIC RATE SECONDS [START_AT_MS]            rows at a fixed rate with their send time
  *   count TOPIC EXPECTED TIMEOUT_MS SETTLE_MS [LATENCY_FROM_MS]   the read_committed output counter
  *
  * The brokers come from STREAM_BROKERS (default 127.0.0.1:9092), as for fv-streams.
@@ -26,7 +26,7 @@ public final class Main {
       case "delete-prefix" -> Harness.deletePrefix(brokers, Arrays.asList(rest));
       case "load" -> Harness.load(brokers, rest[0], Long.parseLong(rest[1]), Long.parseLong(rest[2]));
       case "expected" -> Harness.expected(Long.parseLong(rest[0]), Long.parseLong(rest[1]), Integer.parseInt(rest[2]));
-      case "pace" -> Harness.pace(brokers, rest[0], Integer.parseInt(rest[1]), Integer.parseInt(rest[2]));
+      case "pace" -> Harness.pace(brokers, rest[0], Integer.parseInt(rest[1]), Integer.parseInt(rest[2]), rest.length > 3 ? Long.parseLong(rest[3]) : 0);
       case "count" -> Harness.count(brokers, rest[0], Long.parseLong(rest[1]), Long.parseLong(rest[2]), Long.parseLong(rest[3]),
           rest.length > 4 ? Long.parseLong(rest[4]) : 0);
       default -> throw new IllegalArgumentException("unknown command " + args[0]);
