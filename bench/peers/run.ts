@@ -34,7 +34,7 @@ const RUN_TIMEOUT_MS = 1000 * Number(process.env.BENCH_RUN_TIMEOUT_S ?? Math.rou
 /** After the expected count, the counter reads this much longer: more output than expected is a wrong answer. */
 const SETTLE_MS = 1500;
 const LATENCY_RATE = Number(process.env.BENCH_LATENCY_RATE ?? 5000);
-const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 12);
+const LATENCY_SECONDS = Number(process.env.BENCH_LATENCY_SECONDS ?? 10);
 /** Rows paced in the first 2 s are not counted: what the engine has warmed up on. */
 const LATENCY_WARMUP_MS = 2000;
 /** The engine's start and group join, before the first paced row. */
