@@ -6,9 +6,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, startCli, waitFor } from "../helpers/cli.ts";
-import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { lastRecord } from "../helpers/cli.ts";
+import { createTopic, json, produce, uniqueName } from "../helpers/kafka.ts";
 import { MINUTE, transformFile } from "../helpers/pipelines.ts";
+import { runUntilOutput } from "../helpers/streams.ts";
 
 const T0 = Date.UTC(2026, 0, 1);
 const KEYS = ["a", "b", "c"];
@@ -33,18 +34,13 @@ describe("idle partitions", () => {
       op: "windowedAggregate", timeColumn: "ts", windowMs: MINUTE, groupBy: ["key"], aggs: [{ op: "count", alias: "n" }],
       repartition: false,
     });
-    const run = startCli(["run", file], { env: { STREAM_EXACTLY_ONCE: "true", STREAM_IDLE_PARTITION_MS: "1500", STREAM_CONSUMERS: "1" } });
-    await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "the output topic");
-    const out = collect(output);
-    try {
-      await waitFor(() => out.records.length >= expected.size, 30_000, `${expected.size} windows`);
-      // Any late duplicate or window of the open last minute would show up by now.
-      await new Promise((r) => setTimeout(r, 2500));
-    } finally {
-      run.child.kill("SIGTERM");
-      expect(await run.exited).toBe(0);
-    }
-    const got: Array<[string, number]> = (await out.stop()).map(json).map((w): [string, number] => [`${w.key}@${w.windowStart}`, w.n]).sort();
+    // settleMs: any late duplicate or window of the open last minute would show up by then.
+    const { run, records } = await runUntilOutput(file, output, (got) => got.length >= expected.size, `${expected.size} windows`, {
+      env: { STREAM_EXACTLY_ONCE: "true", STREAM_IDLE_PARTITION_MS: "1500", STREAM_CONSUMERS: "1" },
+      timeoutMs: 30_000,
+      settleMs: 2500,
+    });
+    const got: Array<[string, number]> = records.map(json).map((w): [string, number] => [`${w.key}@${w.windowStart}`, w.n]).sort();
     expect(got).toEqual([...expected].sort());
     expect(lastRecord(run.records)?.metrics?.consumed).toBe(rows.length);
   });
