@@ -13,7 +13,8 @@ ENGINES="${FV_TEST_ENGINES:-bun node-confluent node-platformatic}"
 status=0
 summary=()
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+failures=$(mktemp)
+trap 'rm -f "$log" "$failures"' EXIT
 
 # Runs one bun test process, echoes its output, and adds its pass/fail counts to the summary.
 run_bun() {
@@ -22,6 +23,10 @@ run_bun() {
   local rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || status=1
   summary+=("$label: $(grep -aE '^ *[0-9]+ (pass|fail|skip)$' "$log" | tr -s ' \n' ' ')")
+  # Keep what led up to each failure, so the end of the output (all CI shows) says why.
+  if [ "$rc" != 0 ]; then
+    { echo "--- $label (exit $rc)"; grep -aB 25 -E '^\(fail\)|^error: ' "$log" | tail -n 120; } >> "$failures"
+  fi
 }
 
 if [[ " $ENGINES " == *" bun "* ]]; then
@@ -55,7 +60,10 @@ if [ ${#node_engines[@]} -gt 0 ]; then
   fi
   # The port suite: the same tests for each adapter, on Node.
   FV_TEST_ADAPTERS=$adapters node --test --test-reporter=spec .fv/node/test/kafka/*.node.js 2>&1 | tee "$log"
-  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  if [ "${PIPESTATUS[0]}" != 0 ]; then
+    status=1
+    { echo "--- node port suite"; grep -aA 25 '✖' "$log" | tail -n 120; } >> "$failures"
+  fi
   summary+=("node port suite ($adapters): $(grep -aE '^ℹ (pass|fail|skipped) ' "$log" | tr -s ' \n' ' ')")
   for engine in "${node_engines[@]}"; do
     [ -n "$engine" ] || continue
@@ -65,6 +73,11 @@ if [ ${#node_engines[@]} -gt 0 ]; then
   done
 fi
 
+if [ -s "$failures" ]; then
+  echo
+  echo "test failures (the lines before each):"
+  cat "$failures"
+fi
 echo
 echo "test summary:"
 printf '  %s\n' "${summary[@]}"

@@ -46,6 +46,9 @@ const ERR = {
   REVOKE_PARTITIONS: -174,
   QUEUE_FULL: -184,
   TIMED_OUT: -185,
+  /** A record not delivered within message.timeout.ms (e.g. the broker was down that long). */
+  MSG_TIMED_OUT: -192,
+  ALL_BROKERS_DOWN: -187,
   TRANSPORT: -195,
   FENCED: -144,
   MAX_POLL_EXCEEDED: -147,
@@ -88,7 +91,10 @@ function classify(error: unknown, what: string): FvError {
   const text = e?.message ?? String(error);
   const code: number | undefined = typeof e?.code === "number" ? e.code : undefined;
   const fenced = (code !== undefined && FENCED_CODES.has(code)) || /fenced/i.test(text);
-  const retryable = e?.isRetriable || e?.isTxnRequiresAbort || code === ERR.TIMED_OUT || code === ERR.TRANSPORT;
+  // Undelivered records were never acknowledged, so their offsets were not committed: a fresh
+  // session (after aborting the transaction under exactly-once) reads them again.
+  const retryable = e?.isRetriable || e?.isTxnRequiresAbort ||
+    (code !== undefined && ([ERR.TIMED_OUT, ERR.MSG_TIMED_OUT, ERR.ALL_BROKERS_DOWN, ERR.TRANSPORT] as number[]).includes(code));
   const fvCode = fenced ? "KAFKA_FENCED" : retryable ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   return new FvError(fvCode, `${what} failed: ${text}${code !== undefined ? ` (librdkafka ${code})` : ""}`, { cause: error });
 }

@@ -245,21 +245,22 @@ describe("exactly-once", () => {
     const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "zombie-a" } });
     const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "zombie-b" } });
     const owns = (run: CliRun) => lastRecord(run.records)?.metrics?.partitions.length ?? 0;
-    await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");
-    a.child.kill("SIGSTOP");
-    // B takes every partition once A's session times out.
-    await waitFor(() => owns(b) === 4, 60_000, "B to take A's partitions");
-    a.child.kill("SIGCONT");
-    await waitFor(() => (lastRecord(a.records)?.metrics?.restarts ?? 0) + (lastRecord(a.records)?.metrics?.transactionsAborted ?? 0) > 0 || a.lines.some((l) => /fenced|revoked/i.test(l)), 60_000, "A to be fenced");
-    const collector = collect(output);
     const expected = expectedIds(total);
+    let collector: ReturnType<typeof collect> | undefined;
     try {
-      await waitFor(() => tally(collector.records, expected).missing.length === 0, 120_000, "every expected record");
+      await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");
+      a.child.kill("SIGSTOP");
+      // B takes every partition once A's session times out.
+      await waitFor(() => owns(b) === 4, 60_000, "B to take A's partitions");
+      a.child.kill("SIGCONT");
+      await waitFor(() => (lastRecord(a.records)?.metrics?.restarts ?? 0) + (lastRecord(a.records)?.metrics?.transactionsAborted ?? 0) > 0 || a.lines.some((l) => /fenced|revoked/i.test(l)), 60_000, "A to be fenced");
+      collector = collect(output);
+      await waitFor(() => tally(collector!.records, expected).missing.length === 0, 120_000, "every expected record");
     } catch (error) {
       for (const [n, r] of [["A", a], ["B", b]] as const) console.log(`=== ${n}\n` + r.lines.filter((l) => !l.startsWith("{")).join("\n") + "\n" + JSON.stringify(lastRecord(r.records)?.metrics));
       a.child.kill("SIGKILL");
       b.child.kill("SIGKILL");
-      await collector.stop();
+      await collector?.stop();
       throw error;
     }
     await new Promise((r) => setTimeout(r, 2000));
@@ -293,7 +294,14 @@ describe("exactly-once", () => {
     expect(kafka("up").status).toBe(0);
     const collector = collect(output);
     const expected = expectedIds(total);
-    await waitFor(() => tally(collector.records, expected).missing.length === 0, 240_000, "every expected record after the restart");
+    try {
+      await waitFor(() => tally(collector.records, expected).missing.length === 0, 240_000, "every expected record after the restart");
+    } catch (error) {
+      console.log(`=== the run (${tally(collector.records, expected).missing.length} missing)\n` + run.lines.filter((l) => !l.startsWith("{")).join("\n") + "\n" + JSON.stringify(lastRecord(run.records)?.metrics));
+      run.child.kill("SIGKILL");
+      await collector.stop();
+      throw error;
+    }
     await new Promise((r) => setTimeout(r, 2000));
     run.child.kill("SIGTERM");
     expect(await run.exited).toBe(0);
