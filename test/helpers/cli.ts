@@ -144,6 +144,9 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
 
 export const lastRecord = (records: BuildRecord[]) => records[records.length - 1];
 
+/** A run's log lines without its build records (the last `last` of them), for a failure report. */
+export const logsOf = (run: CliRun, last?: number) => run.lines.filter((l) => !l.startsWith("{")).slice(last === undefined ? 0 : -last).join("\n");
+
 /** The admin server's URL, from the log line that announces it (`admin listening on http://…`). */
 export async function adminUrlOf(run: CliRun, timeoutMs = 30_000): Promise<string> {
   const found = () => run.logs.find((l) => typeof l.url === "string" && l.msg.startsWith("admin listening on"))?.url as string | undefined;

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
-import { type CliRun, lastRecord, ROOT, runCli, startCli, waitFor } from "../helpers/cli.ts";
+import { type CliRun, lastRecord, logsOf, ROOT, runCli, startCli, waitFor } from "../helpers/cli.ts";
 import { collect, createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
 import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
 import { readUntil } from "../helpers/streams.ts";
@@ -145,7 +145,7 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
       // Progress, or (once all the input is there and may all be processed) a few seconds up.
       await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) > target || (fed && Date.now() - startedAt > 8000) || run.child.exitCode !== null, 90_000, "progress before the kill");
     } catch (error) {
-      console.log(`=== run ${i + 1} made no progress\n` + run.lines.filter((l) => !l.startsWith("{")).slice(-60).join("\n") + "\n" + JSON.stringify(lastRecord(run.records)?.metrics ?? {}));
+      console.log(`=== run ${i + 1} made no progress\n` + logsOf(run, 60) + "\n" + JSON.stringify(lastRecord(run.records)?.metrics ?? {}));
       run.child.kill("SIGKILL");
       await collector?.stop();
       throw error;
@@ -159,7 +159,7 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
   const final = startCli(["run", file], { env });
   collector ??= (await waitFor(async () => (await partitionCount(output)) !== undefined, 60_000, "output topic"), collect(output));
   const dumpRuns = () => {
-    for (const [i, run] of [...runs, final].entries()) console.log(`=== run ${i + 1}\n` + run.lines.filter((l) => !l.startsWith("{")).slice(-40).join("\n") + "\n" + JSON.stringify(lastRecord(run.records)?.metrics ?? {}));
+    for (const [i, run] of [...runs, final].entries()) console.log(`=== run ${i + 1}\n` + logsOf(run, 40) + "\n" + JSON.stringify(lastRecord(run.records)?.metrics ?? {}));
   };
   try {
     await waitFor(() => workload.judge(collector!.records).done, 180_000, `every expected ${workload.kind} output`);
@@ -257,7 +257,7 @@ describe("exactly-once", () => {
       collector = collect(output);
       await waitFor(() => tally(collector!.records, expected).missing.length === 0, 120_000, "every expected record");
     } catch (error) {
-      for (const [n, r] of [["A", a], ["B", b]] as const) console.log(`=== ${n}\n` + r.lines.filter((l) => !l.startsWith("{")).join("\n") + "\n" + JSON.stringify(lastRecord(r.records)?.metrics));
+      for (const [n, r] of [["A", a], ["B", b]] as const) console.log(`=== ${n}\n` + logsOf(r) + "\n" + JSON.stringify(lastRecord(r.records)?.metrics));
       a.child.kill("SIGKILL");
       b.child.kill("SIGKILL");
       await collector?.stop();
@@ -267,7 +267,7 @@ describe("exactly-once", () => {
     a.child.kill("SIGTERM");
     b.child.kill("SIGTERM");
     const aCode = await a.exited;
-    if (aCode !== 0) console.log(a.lines.filter((l) => !l.startsWith("{")).join("\n"));
+    if (aCode !== 0) console.log(logsOf(a));
     expect(aCode).toBe(0);
     expect(await b.exited).toBe(0);
     const result = tally(await collector.stop(), expected);
@@ -300,7 +300,7 @@ describe("exactly-once", () => {
     try {
       await waitFor(() => tally(collector.records, expected).missing.length === 0, 240_000, "every expected record after the restart");
     } catch (error) {
-      console.log(`=== the run (${tally(collector.records, expected).missing.length} missing)\n` + run.lines.filter((l) => !l.startsWith("{")).join("\n") + "\n" + JSON.stringify(lastRecord(run.records)?.metrics));
+      console.log(`=== the run (${tally(collector.records, expected).missing.length} missing)\n` + logsOf(run) + "\n" + JSON.stringify(lastRecord(run.records)?.metrics));
       run.child.kill("SIGKILL");
       await collector.stop();
       throw error;

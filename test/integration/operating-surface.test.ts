@@ -13,7 +13,7 @@ import { serveAdmin } from "../../runtime/serve.ts";
 import type { BuildRecord } from "../../src/index.ts";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { parsePrometheusText, sampleValue } from "../metrics/prom-text.ts";
-import { adminUrlOf, BUN, type CliRun, ENGINE_KAFKA_CLIENT, lastRecord, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
+import { adminUrlOf, BUN, type CliRun, ENGINE_KAFKA_CLIENT, lastRecord, logsOf, ROOT, runCli, startCli, waitFor, writePipeline } from "../helpers/cli.ts";
 import { collect, committedOffsets, consumeAll, createTopic, header, json, produce, uniqueName } from "../helpers/kafka.ts";
 import { pipelineToml } from "../helpers/pipelines.ts";
 
@@ -147,7 +147,6 @@ const controlPlaneRun = (platform: PlatformProcess | { url: string }, pipeline: 
   cli(["run", "--control-plane", platform.url, "--pipeline", pipeline, "--build", build], env);
 
 /** What the CLI logged, for a failure message. */
-const logsOf = (run: CliRun) => run.lines.filter((l) => !l.startsWith("{")).join("\n");
 
 // ---------------------------------------------------------------------------------------------
 

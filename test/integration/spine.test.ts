@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
-import { lastRecord, runCli, startCli, TEST_ENGINE, waitFor, writePipeline } from "../helpers/cli.ts";
+import { lastRecord, logsOf, runCli, startCli, TEST_ENGINE, waitFor, writePipeline } from "../helpers/cli.ts";
 import type { InboundRecord } from "../../src/kafka/port.ts";
 import { collect, committedOffsets, consumeAll, createTopic, header, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
 import { pipelineToml, type Transform } from "../helpers/pipelines.ts";
@@ -51,7 +51,7 @@ async function runUntil(file: string, output: string, expected: number[], option
   } catch (error) {
     run.child.kill("SIGKILL");
     await collector.stop();
-    const logs = run.lines.filter((l) => !l.startsWith("{")).join("\n");
+    const logs = logsOf(run);
     throw new Error(`${(error as Error).message} (${missing()} missing)\nlast record: ${JSON.stringify(lastRecord(run.records))}\n${logs}`);
   }
   // A build record means the CLI has its signal handlers: SIGTERM is then the ordered stop.
