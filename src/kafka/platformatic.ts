@@ -10,6 +10,7 @@ import { Buffer } from "node:buffer";
 import {
   Admin as PltAdmin,
   Consumer as PltConsumer,
+  findErrorBy,
   type Message,
   type MessagesStream,
   type GroupPartitionsAssigner,
@@ -22,6 +23,7 @@ import type {
   CommitOffset,
   ConsumerOptions,
   GroupConsumer,
+  GroupMetadata,
   InboundRecord,
   KafkaClient,
   OutboundRecord,
@@ -38,6 +40,13 @@ import type {
  */
 const GROUP_TIMINGS = { sessionTimeout: 10_000, heartbeatInterval: 1_000, rebalanceTimeout: 30_000 };
 /**
+ * Most time the loop's rebalance hook may hold a rejoin: well inside the rebalance timeout, so
+ * the member still joins the new generation; a checkpoint takes far less.
+ */
+const REBALANCE_HOOK_MS = 20_000;
+/** How long a newly assigned partition waits for its stable committed offset: past any transaction timeout. */
+const STABLE_OFFSETS_WAIT_MS = 60_000;
+/**
  * Transaction timeout (the library sends its request timeout as the transaction timeout): a
  * crashed producer's open transaction is aborted by the broker after this long, unblocking
  * read_committed readers. Short, because a checkpoint interval is far shorter.
@@ -50,13 +59,33 @@ const key = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 
 
 /**
- * Partition number p of every subscribed topic goes to the same member (members sorted by id,
- * p modulo their count). Stateful stages keep one task per partition number, and a join needs
- * partition p of both inputs in one place; the library's round-robin deals partitions of all
- * topics out in one sequence and splits them.
+ * What each member tells the group leader when it joins (the subscription's user data): its
+ * stable name, the group instance id when it has one. Constant across rejoins, so a static
+ * member that comes back is not seen as changed (which would start a rebalance).
+ */
+const memberUserData = (name: string) => Buffer.from(JSON.stringify({ fv: 1, name }));
+
+function memberName(memberId: string, userData: Buffer | undefined): string {
+  try {
+    const name = userData?.length ? JSON.parse(userData.toString()).name : undefined;
+    return typeof name === "string" ? name : memberId;
+  } catch {
+    return memberId;
+  }
+}
+
+/**
+ * Partition number p of every subscribed topic goes to the same member: p modulo the member
+ * count, members sorted by their stable names (group instance ids), so a member that restarts
+ * gets the same partitions back. Stateful stages keep one task per partition number, and a join
+ * needs partition p of both inputs in one place; the library's round-robin deals partitions of
+ * all topics out in one sequence and splits them.
  */
 const coPartitionedAssigner: GroupPartitionsAssigner = (_current, members, topics, metadata) => {
-  const ids = [...members.keys()].sort();
+  const ids = [...members.entries()]
+    .map(([memberId, subscription]) => ({ memberId, name: memberName(memberId, subscription.metadata as Buffer | undefined) }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.memberId < b.memberId ? -1 : 1))
+    .map((m) => m.memberId);
   const out = ids.map((memberId) => ({ memberId, assignments: new Map<string, { topic: string; partitions: number[] }>() }));
   for (const topic of topics) {
     const count = metadata.topics.get(topic)?.partitionsCount ?? 0;
@@ -149,28 +178,32 @@ function toMessage(r: OutboundRecord) {
   };
 }
 
-/** The library nests broker errors; their codes help sort them. */
-function describeErrors(e: unknown): string {
-  // deno-lint-ignore no-explicit-any
-  const errors = (e as any)?.errors;
-  // deno-lint-ignore no-explicit-any
-  return Array.isArray(errors) ? errors.map((x: any) => `${x?.apiId ?? ""} ${x?.message ?? ""} ${describeErrors(x)}`).join(" ") : "";
-}
+/** Broker errors (by the library's `apiId`) that mean this member or producer was fenced. */
+const FENCED_API_IDS = ["ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED", "REBALANCE_IN_PROGRESS"];
+/** Transaction and coordinator states that an abort and a fresh start get past. */
+const ABORTABLE_API_IDS = ["INVALID_TXN_STATE", "CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "UNSTABLE_OFFSET_COMMIT"];
 
-function classify(error: unknown, what: string): FvError {
+/**
+ * Sorts a library error by the recovery it needs, from the library's own properties
+ * (`needsRejoin`, `apiId`, `canRetry`, `code`), searched through nested errors:
+ *   - fenced: the group moved on (needs a rejoin) or the producer was fenced;
+ *   - retryable: a network failure or timeout anywhere in the chain (a broker restarting), a
+ *     transaction or coordinator state that passes, or retries the library gave up on although
+ *     each attempt was retriable (`fetch failed 4 times.` while the broker was down);
+ *   - fatal: the rest (a non-retriable broker answer, a misuse of the library).
+ */
+export function classify(error: unknown, what: string): FvError {
   if (error instanceof FvError) return error;
   const text = error instanceof Error ? error.message : String(error);
+  const has = (property: string, value: unknown) => findErrorBy(error as Error, property, value) !== null;
+  const fenced = has("needsRejoin", true) || has("fencedInstanceId", true) || FENCED_API_IDS.some((id) => has("apiId", id));
+  const transient = has("code", "PLT_KFK_NETWORK") || has("code", "PLT_KFK_TIMEOUT") || ABORTABLE_API_IDS.some((id) => has("apiId", id));
+  const retriedOut = has("code", "PLT_KFK_MULTIPLE") && !has("canRetry", false);
+  const code = fenced ? "KAFKA_FENCED" : transient || retriedOut || has("canRetry", true) ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   // deno-lint-ignore no-explicit-any
-  const e = error as any;
-  // needsRejoin: the group moved to a new generation (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
-  // REBALANCE_IN_PROGRESS): this member's view is stale, like a fenced one.
-  const fenced =
-    e?.findBy?.("needsRejoin", true) || e?.findBy?.("fencedInstanceId", true) ||
-    /fenced|ILLEGAL_GENERATION|UNKNOWN_MEMBER_ID|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED/i.test(text + " " + describeErrors(e));
-  // Abortable transaction states: abort, then start again from the last commit.
-  const abortable = /INVALID_TXN_STATE|CONCURRENT_TRANSACTIONS|COORDINATOR_LOAD_IN_PROGRESS|NOT_COORDINATOR/i.test(describeErrors(e));
-  const code = fenced ? "KAFKA_FENCED" : abortable || e?.code === "PLT_KFK_NETWORK" || e?.code === "PLT_KFK_TIMEOUT" || e?.canRetry ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
-  return new FvError(code, `${what} failed: ${text}`, { cause: error });
+  const nested = (error as any)?.errors as unknown[] | undefined;
+  const detail = Array.isArray(nested) && nested.length ? ` (${[...new Set(nested.map((e) => (e as Error)?.message ?? String(e)))].slice(0, 3).join("; ")})` : "";
+  return new FvError(code, `${what} failed: ${text}${detail}`, { cause: error });
 }
 
 class PlatformaticConsumer implements GroupConsumer {
@@ -178,6 +211,8 @@ class PlatformaticConsumer implements GroupConsumer {
   readonly #options: ConsumerOptions;
   #stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | undefined;
   #owned = new Map<string, TopicPartition>();
+  /** The member id and generation of the last join: a join that does not follow on from them is a new membership. */
+  #joined: { memberId: string; generation: number } | undefined;
   /**
    * Next offset to hand out per owned partition. After every join the library rewinds all
    * partitions to their committed offsets; records below this position of a partition we kept
@@ -186,6 +221,8 @@ class PlatformaticConsumer implements GroupConsumer {
   readonly #position = new Map<string, bigint>();
   /** Newly assigned partitions whose stable committed offset is still being read (exactly-once). */
   readonly #held = new Set<string>();
+  /** A rebalance is under way (from the rejoin's start to the new assignment): poll hands out nothing. */
+  #rebalancing = false;
   readonly #brokers: string[];
   #waiter: (() => void) | undefined;
   /** Records received and not yet polled; the stream pauses when it holds `#maxBuffered`. */
@@ -198,6 +235,7 @@ class PlatformaticConsumer implements GroupConsumer {
     this.#options = options;
     this.#brokers = brokers;
     this.#maxBuffered = options.maxBuffered ?? 4096;
+    const userData = memberUserData(options.groupInstanceId ?? options.clientId);
     this.#consumer = new PltConsumer({
       groupId: options.groupId,
       clientId: options.clientId,
@@ -205,6 +243,16 @@ class PlatformaticConsumer implements GroupConsumer {
       autocommit: false,
       maxWaitTime: FETCH_MAX_WAIT_MS,
       partitionAssigner: coPartitionedAssigner,
+      ...(options.groupInstanceId ? { groupInstanceId: options.groupInstanceId } : {}),
+      // Called before every JoinGroup (the first join and each rejoin), and the library waits for
+      // it: the loop's rebalance hook runs here, so what this member did in the old generation is
+      // committed (or aborted) while that generation still holds, and no record is handed out
+      // until the new assignment is known.
+      protocolsMetadata: async () => {
+        this.#rebalancing = true;
+        await this.#beforeRejoin();
+        return userData;
+      },
       ...GROUP_TIMINGS,
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
@@ -219,30 +267,48 @@ class PlatformaticConsumer implements GroupConsumer {
       this.#error ??= sorted.code === "KAFKA_FATAL" ? new FvError("KAFKA_RETRYABLE", sorted.message, { cause: error }) : sorted;
       this.#wake();
     });
-    // After a heartbeat fails for a reason other than the group's (a timeout, a lost connection),
-    // @platformatic/kafka 1.x cancels the heartbeat timer and never schedules the next one (fixed
-    // upstream in 2.x, which needs Node 22). The broker would then drop this member while it went
-    // on fetching partitions that are no longer its own; start a fresh session instead.
-    this.#consumer.on("consumer:heartbeat:error", (payload: { error?: unknown }) => {
-      if (this.#closed) return;
-      const cause = payload?.error;
-      const text = cause instanceof Error ? cause.message : String(cause);
-      this.#error ??= new FvError("KAFKA_RETRYABLE", `the heartbeat of group ${options.groupId} failed (${text}) and the client does not send another: starting a fresh session`, { cause });
-      this.#wake();
+    this.#consumer.on("consumer:group:join", (payload: { memberId?: string; generationId?: number; assignments?: Array<{ topic: string; partitions: number[] }> }) => {
+      this.#onJoin(payload.memberId ?? this.#consumer.memberId ?? "", payload.generationId ?? this.#consumer.generationId, payload.assignments ?? []);
     });
-    this.#consumer.on("consumer:group:rebalance", () => options.listener?.onRebalance?.());
-    this.#consumer.on("consumer:group:join", (payload: { assignments?: Array<{ topic: string; partitions: number[] }> }) => {
-      const next = new Map<string, TopicPartition>();
-      for (const { topic, partitions } of payload.assignments ?? []) {
-        for (const partition of partitions) next.set(key(topic, partition), { topic, partition });
-      }
-      const revoked = [...this.#owned].filter(([k]) => !next.has(k)).map(([, tp]) => tp);
-      const assigned = [...next].filter(([k]) => !this.#owned.has(k)).map(([, tp]) => tp);
-      this.#owned = next;
-      for (const tp of revoked) this.#position.delete(key(tp.topic, tp.partition));
-      if (options.stableOffsets && assigned.length) this.#holdUntilStable(assigned);
-      if (assigned.length || revoked.length) options.listener?.onAssignment?.({ assigned, revoked, owned: [...next.values()] });
-    });
+  }
+
+  /** The loop's rebalance hook, bounded so that a stuck commit cannot hold the group past its rebalance timeout. */
+  async #beforeRejoin(): Promise<void> {
+    const hook = this.#options.listener?.onRebalance?.();
+    if (!hook || this.#closed) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.resolve(hook).catch(() => {}),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, REBALANCE_HOOK_MS))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /**
+   * A join completed. Partitions kept from the previous generation keep their positions only if
+   * this join follows on from the last one (same member id, next generation): a member that
+   * lost its membership (session expired while paused, the broker forgot it) may have missed a
+   * generation in which another member owned and committed its partitions, so all of them count
+   * as revoked and assigned anew, and wait for their stable committed offsets again.
+   */
+  #onJoin(memberId: string, generation: number, assignments: Array<{ topic: string; partitions: number[] }>): void {
+    const next = new Map<string, TopicPartition>();
+    for (const { topic, partitions } of assignments) {
+      for (const partition of partitions) next.set(key(topic, partition), { topic, partition });
+    }
+    const previous = this.#joined;
+    const continuous = previous !== undefined && previous.memberId === memberId && generation === previous.generation + 1;
+    this.#joined = { memberId, generation };
+    const kept = continuous ? this.#owned : new Map<string, TopicPartition>();
+    const revoked = [...this.#owned].filter(([k]) => !next.has(k) || !kept.has(k)).map(([, tp]) => tp);
+    const assigned = [...next].filter(([k]) => !kept.has(k)).map(([, tp]) => tp);
+    this.#owned = next;
+    for (const tp of revoked) this.#position.delete(key(tp.topic, tp.partition));
+    for (const tp of assigned) this.#position.delete(key(tp.topic, tp.partition));
+    if (this.#options.stableOffsets && assigned.length) this.#holdUntilStable(assigned);
+    this.#rebalancing = false;
+    if (assigned.length || revoked.length) this.#options.listener?.onAssignment?.({ assigned, revoked, owned: [...next.values()] });
+    this.#wake();
   }
 
   async start(): Promise<void> {
@@ -278,6 +344,7 @@ class PlatformaticConsumer implements GroupConsumer {
   }
 
   #drain(max: number, out: InboundRecord[]): void {
+    if (this.#rebalancing) return;
     const buffer = this.#buffer;
     const kept: Array<Message<Buffer, Buffer, Buffer, Buffer>> = [];
     let taken = 0;
@@ -303,14 +370,17 @@ class PlatformaticConsumer implements GroupConsumer {
   /**
    * The library reads committed offsets without require_stable, so right after a rebalance it
    * can start a partition from an offset that the previous owner's pending transaction is about
-   * to move. Read the stable offset (the broker waits for pending transactions) and skip below it.
+   * to move. Read the stable offset (the broker answers UNSTABLE_OFFSET_COMMIT until pending
+   * transactions end: committed, aborted, or timed out after the transaction timeout) and skip
+   * below it. Patient: a crashed owner's transaction lasts up to the transaction timeout.
    */
   #holdUntilStable(partitions: TopicPartition[]): void {
     for (const tp of partitions) this.#held.add(key(tp.topic, tp.partition));
     const admin = new PltAdmin({ clientId: `${this.#options.clientId}-stable`, bootstrapBrokers: this.#brokers });
     const topics = new Map<string, number[]>();
     for (const tp of partitions) topics.set(tp.topic, [...(topics.get(tp.topic) ?? []), tp.partition]);
-    const attempt = async (tries: number): Promise<void> => {
+    const until = Date.now() + STABLE_OFFSETS_WAIT_MS;
+    const attempt = async (): Promise<void> => {
       try {
         const groups = await admin.listConsumerGroupOffsets({
           groups: [{ groupId: this.#options.groupId, topics: [...topics].map(([name, partitionIndexes]) => ({ name, partitionIndexes })) }],
@@ -319,32 +389,30 @@ class PlatformaticConsumer implements GroupConsumer {
         for (const t of groups[0]?.topics ?? []) {
           for (const p of t.partitions) {
             const k = key(t.name, p.partitionIndex);
+            if (!this.#held.has(k)) continue; // revoked meanwhile
             if (p.committedOffset >= 0n && (this.#position.get(k) ?? -1n) < p.committedOffset) this.#position.set(k, p.committedOffset);
-            this.#held.delete(k);
           }
         }
       } catch (error) {
-        // UNSTABLE_OFFSET_COMMIT while the previous owner's transaction completes: try again.
-        if (tries < 100 && !this.#closed) {
+        if (Date.now() < until && !this.#closed) {
           await new Promise((r) => setTimeout(r, 100));
-          return attempt(tries + 1);
+          return attempt();
         }
-        this.#error ??= error;
+        this.#error ??= classify(error, `reading the stable committed offsets of group ${this.#options.groupId}`);
       }
       for (const tp of partitions) this.#held.delete(key(tp.topic, tp.partition));
       this.#wake();
     };
-    void attempt(0).finally(() => admin.close().catch(() => {}));
+    void attempt().finally(() => admin.close().catch(() => {}));
   }
 
   generation(): number {
     return this.#consumer.generationId;
   }
 
-  /** Group metadata for transactional offset commits (KIP-447 fencing). */
-  groupMetadata(): { groupId: string; generationId: number; memberId: string; coordinatorId: number } {
+  groupMetadata(): GroupMetadata {
     const c = this.#consumer;
-    return { groupId: c.groupId, generationId: c.generationId, memberId: c.memberId ?? "", coordinatorId: c.coordinatorId ?? -1 };
+    return { groupId: c.groupId, generationId: c.generationId, memberId: c.memberId ?? "" };
   }
 
   /** The library consumer, for adding its group to a transaction. */
@@ -491,7 +559,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     }
   }
 
-  async sendOffsets(consumer: GroupConsumer, offsets: CommitOffset[]): Promise<void> {
+  async sendOffsets(consumer: GroupConsumer, group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
     if (!(consumer instanceof PlatformaticConsumer)) throw new FvError("KAFKA_FATAL", "a platformatic transaction needs a platformatic consumer");
     const tx = await this.#begin();
@@ -501,7 +569,8 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
         await tx.addConsumer(consumer.raw);
         this.#offsetsAdded = true;
       }
-      const metadata = { consumer: consumer.groupMetadata() };
+      // The member as it was when this work was read: the broker refuses it if the group moved on.
+      const metadata = { consumer: { ...group, coordinatorId: consumer.raw.coordinatorId ?? -1 } };
       for (const o of offsets) {
         // The library commits message.offset + 1, so hand it the last processed offset.
         // deno-lint-ignore no-explicit-any
@@ -664,22 +733,30 @@ class PlatformaticAdmin implements Admin {
     }
   }
 
-  async committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]> {
+  async committedOffsets(groupId: string, topics: string[], options: { stable?: boolean; partitions?: number[] } = {}): Promise<CommitOffset[]> {
     const counts = await this.partitionCounts(topics);
     const wanted = topics
       .filter((t) => counts.get(t) !== undefined)
-      .map((name) => ({ name, partitionIndexes: Array.from({ length: counts.get(name)! }, (_, i) => i) }));
-    try {
-      const groups = await this.#admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: wanted }] });
-      const out: CommitOffset[] = [];
-      for (const group of groups) {
-        for (const t of group.topics) {
-          for (const p of t.partitions) out.push({ topic: t.name, partition: p.partitionIndex, offset: p.committedOffset });
+      .map((name) => ({ name, partitionIndexes: options.partitions ?? Array.from({ length: counts.get(name)! }, (_, i) => i) }));
+    const until = Date.now() + STABLE_OFFSETS_WAIT_MS;
+    for (;;) {
+      try {
+        const groups = await this.#admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: wanted }], ...(options.stable ? { requireStable: true } : {}) });
+        const out: CommitOffset[] = [];
+        for (const group of groups) {
+          for (const t of group.topics) {
+            for (const p of t.partitions) out.push({ topic: t.name, partition: p.partitionIndex, offset: p.committedOffset });
+          }
         }
+        return out;
+      } catch (error) {
+        // UNSTABLE_OFFSET_COMMIT: a transaction that commits these offsets is still pending.
+        if (options.stable && findErrorBy(error as Error, "apiId", "UNSTABLE_OFFSET_COMMIT") && Date.now() < until) {
+          await new Promise((r) => setTimeout(r, 100));
+          continue;
+        }
+        throw classify(error, `reading committed offsets of ${groupId}`);
       }
-      return out;
-    } catch (error) {
-      throw classify(error, `reading committed offsets of ${groupId}`);
     }
   }
 

@@ -35,8 +35,13 @@ export interface CommitOffset extends TopicPartition {
 
 /** Told when Kafka changes what this member owns. */
 export interface AssignmentListener {
-  /** A rebalance started: commit what is safe to commit now, while the old generation holds. */
-  onRebalance?(): void;
+  /**
+   * A rebalance started: commit what is safe to commit now, while the old generation holds.
+   * The adapter rejoins (and lets go of its partitions) only once the returned promise settles,
+   * as Kafka's `onPartitionsRevoked` runs before the member rejoins; meanwhile `poll` returns
+   * nothing, so no work of the old generation is left open when the new one forms.
+   */
+  onRebalance?(): Promise<void> | void;
   /** The new assignment after a rebalance; `revoked` were owned before and are not now. */
   onAssignment?(change: { assigned: TopicPartition[]; revoked: TopicPartition[]; owned: TopicPartition[] }): void;
 }
@@ -55,7 +60,24 @@ export interface ConsumerOptions {
   maxBuffered?: number;
   /** A member silent this long leaves the group (default 10 s). */
   sessionTimeoutMs?: number;
+  /**
+   * Static membership (Kafka's `group.instance.id`, KIP-345): a restarted member with the same id
+   * takes its place back without a rebalance, if it returns within the session timeout.
+   */
+  groupInstanceId?: string;
   listener?: AssignmentListener;
+}
+
+/**
+ * Who this member is in its group, as Kafka's `consumer.groupMetadata()`: group, generation and
+ * member id. Opaque to the loop: it takes one when a transaction's first batch is processed and
+ * hands it to `sendOffsets`, so the broker refuses the offsets of a member that the group has
+ * moved past (KIP-447), whatever the member has learned since.
+ */
+export interface GroupMetadata {
+  readonly groupId: string;
+  readonly generationId: number;
+  readonly memberId: string;
 }
 
 /** A member of a consumer group that owns the partitions Kafka assigns it. */
@@ -75,6 +97,8 @@ export interface GroupConsumer {
    * the member the same partitions back. Exactly-once never commits work of an older generation.
    */
   generation?(): number;
+  /** Who this member is now (see GroupMetadata). */
+  groupMetadata(): GroupMetadata;
   /** End offset (next offset to be written, read_committed) of each subscribed topic's partitions. */
   endOffsets(): Promise<CommitOffset[]>;
   /** Leaves the group. Idempotent. */
@@ -96,8 +120,11 @@ export interface TransactionalProducer {
   /** Registers the transactional id, fencing a predecessor with the same id; before consuming. */
   ready(): Promise<void>;
   send(records: OutboundRecord[]): Promise<void>;
-  /** Adds the next offsets to read to the transaction, with the group's generation (fences a member that left). */
-  sendOffsets(consumer: GroupConsumer, offsets: CommitOffset[]): Promise<void>;
+  /**
+   * Adds the next offsets to read to the transaction, on behalf of `group` (the member as it was
+   * when the transaction's work was read): the broker refuses them if the group moved on.
+   */
+  sendOffsets(consumer: GroupConsumer, group: GroupMetadata, offsets: CommitOffset[]): Promise<void>;
   /** Commits the open transaction; nothing to do when none is open. */
   commit(): Promise<void>;
   /** Aborts the open transaction; nothing to do when none is open. */
@@ -118,8 +145,11 @@ export interface Admin {
   createTopics(specs: TopicSpec[]): Promise<void>;
   /** Every record of one partition from its start to its end, read_committed (state restore). */
   readPartition(topic: string, partition: number): Promise<InboundRecord[]>;
-  /** Committed offsets of a group (next offset to read) per partition; -1n where none. */
-  committedOffsets(groupId: string, topics: string[]): Promise<CommitOffset[]>;
+  /**
+   * Committed offsets of a group (next offset to read) per partition; -1n where none. `stable`:
+   * wait until no transaction that commits offsets for them is pending (KIP-447 require_stable).
+   */
+  committedOffsets(groupId: string, topics: string[], options?: { stable?: boolean; partitions?: number[] }): Promise<CommitOffset[]>;
   close(): Promise<void>;
 }
 

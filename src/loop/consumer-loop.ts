@@ -4,6 +4,7 @@ import type {
   Admin,
   CommitOffset,
   GroupConsumer,
+  GroupMetadata,
   InboundRecord,
   KafkaClient,
   OutboundRecord,
@@ -147,8 +148,10 @@ export class ConsumerLoop {
   #checkpointNow = false;
   /** Exactly-once: partitions with records in the open transaction. */
   readonly #txPartitions = new Set<string>();
-  /** Exactly-once: the group generation the open transaction's first batch was processed in. */
-  #txGeneration: number | undefined;
+  /** Exactly-once: who this member was in the group when the open transaction's first batch was read. */
+  #txGroup: GroupMetadata | undefined;
+  /** Rebalance hooks waiting for the next checkpoint: the adapter rejoins once they resolve. */
+  #rebalanceWaiters: Array<() => void> = [];
   /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
   #revokedMidTransaction = false;
   #error: FvError | undefined;
@@ -309,6 +312,7 @@ export class ConsumerLoop {
     this.#checkpointNow = false;
     this.#backgroundError = undefined;
     this.#txPartitions.clear();
+    this.#txGroup = undefined;
     this.#revokedMidTransaction = false;
     this.#uncommitted = emptyCounters();
     const admin = this.#client.admin({ clientId: `${clientId}-state` });
@@ -316,6 +320,10 @@ export class ConsumerLoop {
       stateTopic: stateTopicOf(plan.pipeline),
       idlePartitionMs: settings.idlePartitionMs,
       maxStateKeys: settings.stateMaxKeys,
+      // Restore reads the changelog only once the input's committed offsets are stable, and
+      // checks that the state it read covers them (see OperatorTasks.#load).
+      committedOffsets: (topics, partition) =>
+        admin.committedOffsets(plan.groupId, topics, { stable: true, partitions: [partition] }),
     }, this.counters);
     this.#upstream.clear();
     this.#startOffsets.clear();
@@ -330,6 +338,8 @@ export class ConsumerLoop {
         tasks.setStageTopics(stage, stage.def.inputs.map((d) => plan.bindings[d]!.topic));
       }
     }
+    /** Whether the session's poll loop runs (only then can it answer a rebalance hook). */
+    let polling = false;
     const session: Session = {
       tasks,
       admin,
@@ -346,17 +356,18 @@ export class ConsumerLoop {
         maxBuffered: settings.batchSize * 4,
         sessionTimeoutMs: settings.sessionTimeoutMs,
         stableOffsets: this.#exactlyOnce,
+        ...(settings.instanceId ? { groupInstanceId: `${settings.instanceId}-${plan.consumerIndex}` } : {}),
         listener: {
+          // A rebalance started: checkpoint at the next batch boundary (state, offsets, and under
+          // exactly-once the open transaction), while this generation still holds. The adapter
+          // rejoins once this resolves, so no work of the old generation stays open.
           onRebalance: () => {
-            if (this.#exactlyOnce) {
-              // Never leave a transaction open across a rebalance: end it at the batch boundary.
+            // Before the first poll (the join inside start()), there is nothing to commit yet.
+            if (!polling) return;
+            return new Promise<void>((resolve) => {
+              this.#rebalanceWaiters.push(resolve);
               this.#checkpointNow = true;
-              return;
-            }
-            // A rebalance started: commit what is acknowledged while this generation holds. Not
-            // with stateful stages: their state must be written before the offsets, between batches.
-            if (tasks.active) return;
-            void this.#commitAtLeastOnce(true).catch((error) => this.#log("warn", `commit at rebalance failed: ${(error as Error).message}`));
+            });
           },
           onAssignment: ({ assigned, revoked, owned }) => {
             // Revoked partitions: their in-flight work is dropped (the new owner reads it again
@@ -373,7 +384,7 @@ export class ConsumerLoop {
             }
             for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
             // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
-            tasks.release(owned);
+            tasks.release(owned, revoked);
             // Restore the state of new partitions now: the process is not ready until it is back.
             tasks.prefetch(assigned);
             this.metrics.rebalanced();
@@ -387,6 +398,7 @@ export class ConsumerLoop {
       // Fence a predecessor with the same transactional id first, so the offsets read next are final.
       await session.tx?.ready();
       await session.consumer.start();
+      polling = true;
       if (this.#state === "STARTING") this.#to("RUNNING");
       let lastCheckpoint = Date.now();
       let lastRecord = Date.now();
@@ -420,11 +432,14 @@ export class ConsumerLoop {
         if (this.#checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
           this.#checkpointNow = false;
           lastCheckpoint = now;
+          const waiters = this.#rebalanceWaiters.splice(0);
           if (this.#exactlyOnce) await this.#commitTransaction(session);
-          // State must be taken between batches, so a stateful pipeline waits for its checkpoint.
-          else if (session.tasks.active) await this.#commitAtLeastOnce();
+          // State must be taken between batches, so a stateful pipeline waits for its checkpoint,
+          // and so does a rebalance.
+          else if (session.tasks.active || waiters.length) await this.#commitAtLeastOnce();
           // Not awaited: the next batch runs while the commit is in flight (commits are chained).
           else void this.#commitAtLeastOnce().catch((error) => (this.#backgroundError ??= asFvError(error)));
+          for (const resolve of waiters) resolve();
         }
         if (this.#backgroundError) throw this.#backgroundError;
         if (now - this.#endsAt >= END_OFFSETS_INTERVAL_MS) {
@@ -452,6 +467,8 @@ export class ConsumerLoop {
       throw error;
     } finally {
       this.#session = undefined;
+      polling = false;
+      for (const resolve of this.#rebalanceWaiters.splice(0)) resolve();
       await this.#close(session);
     }
   }
@@ -637,7 +654,7 @@ export class ConsumerLoop {
     }
     // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
     if (session.tx) {
-      if (this.#txPartitions.size === 0) this.#txGeneration = session.consumer.generation?.();
+      if (this.#txPartitions.size === 0) this.#txGroup = session.consumer.groupMetadata();
       for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
     }
     if (DEBUG_LOOP) this.#log("debug", `batch: sending ${out.length}`);
@@ -805,7 +822,7 @@ export class ConsumerLoop {
 
   /**
    * Exactly-once checkpoint: the interval's transaction gets the consumer offsets and commits.
-   *   1. state: operator changelogs (none yet in this build) go into the transaction;
+   *   1. state: operator changelogs (dirty keys, covered input offsets) go into the transaction;
    *   2. offsets: the next offsets to read, with the group's generation (a member that left is fenced);
    *   3. transaction: commit — outputs, dead letters, state and offsets become visible together.
    */
@@ -817,16 +834,21 @@ export class ConsumerLoop {
     if (this.#revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
     // A rebalance since the transaction's first batch (even one that gave the same partitions
     // back, e.g. after a pause): another member may have processed these records meanwhile.
-    const generation = session.consumer.generation?.();
-    if (this.#txPartitions.size > 0 && generation !== undefined && this.#txGeneration !== undefined && generation !== this.#txGeneration) {
-      throw new FvError("KAFKA_FENCED", `the group moved from generation ${this.#txGeneration} to ${generation} during the transaction: aborting it and rejoining`);
+    // (The adapters hold a rejoin until this member has checkpointed, so this is the rare case of
+    // a member that lost its membership, e.g. paused past its session timeout.)
+    const generation = session.consumer.groupMetadata().generationId;
+    const group = this.#txGroup ?? session.consumer.groupMetadata();
+    if (this.#txPartitions.size > 0 && generation !== group.generationId) {
+      throw new FvError("KAFKA_FENCED", `the group moved from generation ${group.generationId} to ${generation} during the transaction: aborting it and rejoining`);
     }
     const offsets = this.#takeCommittable(session);
+    session.tasks.noteConsumed(offsets);
     const changelog = session.tasks.drainChangelog();
     if (!tx.inTransaction && offsets.length === 0 && changelog.length === 0) return;
     const steps: CheckpointStep[] = [
       { name: "state", run: () => tx.send(changelog) },
-      { name: "offsets", run: () => tx.sendOffsets(session.consumer, offsets) },
+      // On behalf of the member that read this work: the broker refuses it if the group moved on.
+      { name: "offsets", run: () => tx.sendOffsets(session.consumer, group, offsets) },
       { name: "transaction", run: () => tx.commit() },
     ];
     const started = performance.now();
@@ -845,22 +867,21 @@ export class ConsumerLoop {
     addCounters(this.counters, this.#uncommitted);
     this.#uncommitted = emptyCounters();
     this.#txPartitions.clear();
-    this.#txGeneration = undefined;
+    this.#txGroup = undefined;
     this.#markCommitted(offsets);
   }
 
   /**
    * At-least-once checkpoint, serialized (one at a time). The outputs are already acknowledged;
-   *   1. state: operator changelogs (none yet in this build) are written and acknowledged;
+   *   1. state: operator changelogs (dirty keys, covered input offsets) are written and acknowledged;
    *   2. offsets: then the offsets are committed — never ahead of the state they depend on.
-   * `immediate` sends at once, synchronously: at the start of a rebalance the client is about to
-   * send JoinGroup, and a commit queued behind it would arrive after the generation changed.
    */
-  #commitAtLeastOnce(immediate = false): Promise<void> {
+  #commitAtLeastOnce(): Promise<void> {
     const send = async () => {
       const session = this.#session;
       if (!session) return;
       const offsets = this.#takeCommittable(session);
+      session.tasks.noteConsumed(offsets);
       const changelog = session.tasks.drainChangelog();
       if (offsets.length === 0 && changelog.length === 0) return;
       const started = performance.now();
@@ -879,7 +900,7 @@ export class ConsumerLoop {
       this.metrics.checkpointCommitted(performance.now() - started);
       this.#markCommitted(offsets);
     };
-    const run = immediate ? send() : this.#commitChain.then(send);
+    const run = this.#commitChain.then(send);
     this.#commitChain = this.#commitChain.then(() => run).catch(() => {});
     return run;
   }

@@ -24,7 +24,21 @@ export interface OperatorTaskOptions {
   idlePartitionMs: number;
   /** Most live state keys one task may hold. */
   maxStateKeys: number;
+  /**
+   * The group's stable committed offsets of these input topics at one partition (no
+   * transaction pending for them). A restore waits for them before it reads the changelog, and
+   * checks that the state it read covers them.
+   */
+  committedOffsets?: (topics: string[], partition: number) => Promise<Array<{ topic: string; offset: bigint }>>;
 }
+
+/**
+ * A restore that finds its state behind the committed input offsets reads the changelog again,
+ * this often and at most this many times: the previous owner's transaction commits its changelog
+ * and its offsets together, but the commit markers reach the partitions one by one.
+ */
+const RESTORE_RETRY_MS = 200;
+const RESTORE_ATTEMPTS = 50;
 
 export interface TaskCounters {
   late: number;
@@ -32,6 +46,14 @@ export interface TaskCounters {
   restoreMs: number;
   stateKeys: number;
   stateBytes: number;
+}
+
+/** What a task's changelog holds: its entries, the input offsets it covers, its event-time progress. */
+interface DecodedState {
+  entries: StateEntry[];
+  covered: Map<string, bigint>;
+  eventTimes: Map<string, number>;
+  heard: Record<string, number | null>;
 }
 
 /** Key of the changelog entry that records which input offsets a task's state covers. */
@@ -114,7 +136,29 @@ export class OperatorTasks {
 
   async #load(stage: CompiledStage, partition: number, id: string): Promise<Task> {
     const started = Date.now();
-    const records = await this.#admin.readPartition(this.#options.stateTopic, partition);
+    const topics = [...this.#stageTopics(stage)];
+    for (let attempt = 1; ; attempt++) {
+      // 1. The input's committed offsets, once stable: the previous owner's transaction, which
+      //    wrote this partition's changelog and offsets together, has ended.
+      const committed = (await this.#options.committedOffsets?.(topics, partition)) ?? [];
+      // 2. The changelog, read_committed, up to its end.
+      const records = await this.#admin.readPartition(this.#options.stateTopic, partition);
+      const read = this.#decode(stage, partition, records);
+      // 3. The state must cover what the group committed: each checkpoint records the next input
+      //    offset of every partition it committed. Behind means the changelog's commit marker had
+      //    not arrived yet; starting from the committed offset would lose the rows in between.
+      const behind = committed.filter((c) => c.offset >= 0n && read.covered.has(c.topic) && read.covered.get(c.topic)! < c.offset);
+      if (behind.length === 0) return this.#install(stage, partition, id, read, records.length, started);
+      const what = behind.map((c) => `${c.topic}[${partition}] state at ${read.covered.get(c.topic)}, committed ${c.offset}`).join(", ");
+      if (attempt >= RESTORE_ATTEMPTS) {
+        throw new FvError("KAFKA_RETRYABLE", `the state of stage ${stage.index + 1} does not cover the committed input offsets after ${attempt} reads (${what}): starting over`);
+      }
+      await new Promise((r) => setTimeout(r, RESTORE_RETRY_MS));
+    }
+  }
+
+  /** Decodes one stage's entries, covered offsets and event-time progress from changelog records. */
+  #decode(stage: CompiledStage, partition: number, records: InboundRecord[]): DecodedState {
     const prefix = `${stage.index}/`;
     const entries: StateEntry[] = [];
     const covered = new Map<string, bigint>();
@@ -143,6 +187,11 @@ export class OperatorTasks {
         entries.push({ key: stateKey, value });
       }
     }
+    return { entries, covered, eventTimes, heard };
+  }
+
+  #install(stage: CompiledStage, partition: number, id: string, read: DecodedState, restored: number, started: number): Task {
+    const { entries, covered, eventTimes, heard } = read;
     const op = stage.operator!.compiled.create();
     op.restore(entries);
     const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes };
@@ -157,7 +206,7 @@ export class OperatorTasks {
     for (const [source, watermark] of Object.entries(heard)) if (watermark !== null) this.hearWatermark(stage, partition, source, watermark, false, true);
     // The partition may have moved away while its state was read: use the task, never keep it.
     if (!this.#ownedPartitions || this.#ownedPartitions.has(partition)) this.#tasks.set(id, task);
-    this.counters.restoredRecords += records.length;
+    this.counters.restoredRecords += restored;
     this.counters.restoreMs += Date.now() - started;
     return task;
   }
@@ -340,11 +389,32 @@ export class OperatorTasks {
     return size;
   }
 
-  /** Forgets the tasks of partitions this loop no longer owns (their new owner restores them). */
-  release(owned: TopicPartition[]): void {
+  /**
+   * At each checkpoint, before `drainChangelog`: the next input offset of each partition whose
+   * offsets are being committed, recorded in the state of every task it feeds (also when no row
+   * reached the operator, e.g. all filtered out). A restore then knows exactly which committed
+   * offsets its state covers.
+   */
+  noteConsumed(offsets: ReadonlyArray<{ topic: string; partition: number; offset: bigint }>): void {
+    for (const o of offsets) {
+      for (const task of this.#tasks.values()) {
+        if (task.partition !== o.partition || !this.#stageTopics(task.stage).has(o.topic)) continue;
+        if ((task.covered.get(o.topic) ?? -1n) >= o.offset) continue;
+        task.covered.set(o.topic, o.offset);
+        task.offsetsDirty = true;
+      }
+    }
+  }
+
+  /**
+   * Forgets the tasks of partitions this loop no longer owns (their new owner restores them),
+   * and of `revoked` ones even when owned again: another member may have moved their state on.
+   */
+  release(owned: TopicPartition[], revoked: TopicPartition[] = []): void {
     const partitions = new Set(owned.map((tp) => tp.partition));
+    const moved = new Set(revoked.map((tp) => tp.partition));
     this.#ownedPartitions = partitions;
-    for (const [id, task] of this.#tasks) if (!partitions.has(task.partition)) this.#tasks.delete(id);
+    for (const [id, task] of this.#tasks) if (!partitions.has(task.partition) || moved.has(task.partition)) this.#tasks.delete(id);
     for (const key of this.#eventTimes.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#eventTimes.delete(key);
     for (const key of this.#heard.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#heard.delete(key);
   }

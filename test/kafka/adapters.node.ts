@@ -130,14 +130,14 @@ for (const adapter of ADAPTERS) {
       assert.equal(tx.inTransaction, true);
       const last = new Map<number, bigint>();
       for (const r of got) if ((last.get(r.partition) ?? -1n) < r.offset) last.set(r.partition, r.offset);
-      await tx.sendOffsets(consumer, [...last].map(([partition, offset]) => ({ topic: input, partition, offset: offset + 1n })));
+      await tx.sendOffsets(consumer, consumer.groupMetadata(), [...last].map(([partition, offset]) => ({ topic: input, partition, offset: offset + 1n })));
       await tx.commit();
       assert.equal(tx.inTransaction, false);
       await consumer.close();
 
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
       // 5 records per partition, offsets 0..4: the next to read is 5, not 4 (the off-by-one).
-      assert.deepEqual((await admin.committedOffsets(group, [input])).sort(byPartition), [
+      assert.deepEqual((await admin.committedOffsets(group, [input], { stable: true })).sort(byPartition), [
         { topic: input, partition: 0, offset: 5n },
         { topic: input, partition: 1, offset: 5n },
       ]);
@@ -164,7 +164,7 @@ for (const adapter of ADAPTERS) {
       await consumer.start();
       const [record] = await pollUntil(consumer, 1);
       await tx.send([{ topic: output, key: null, value: "aborted" }]);
-      await tx.sendOffsets(consumer, [{ topic: input, partition: 0, offset: record!.offset + 1n }]);
+      await tx.sendOffsets(consumer, consumer.groupMetadata(), [{ topic: input, partition: 0, offset: record!.offset + 1n }]);
       await tx.abort();
       assert.equal(tx.inTransaction, false);
       // The next transaction on the same producer works and is the only one visible.
@@ -259,18 +259,87 @@ for (const adapter of ADAPTERS) {
         error.code === "KAFKA_RETRYABLE" && /rejoining group fv-port-group-.*rejoinGroup failed 3 times/.test(error.message));
     });
 
-    // After a heartbeat fails for a reason other than the group's, the 1.x library schedules no
-    // further heartbeat (consumer.js #heartbeat): the member would be dropped by the broker while
-    // it went on fetching. The adapter ends the session so the loop starts a fresh one.
-    test("a failed heartbeat (which the library does not follow with another) ends the session with a retryable error", { skip: adapter !== "platformatic" && "the library event is platformatic's" }, async () => {
-      const topic = await topicWith(1, [{ topic: "", key: null, value: "v0" }]);
-      const consumer = consumerOf(uniqueName("fv-port-group"), topic);
+    // Kafka's onPartitionsRevoked: the member commits while the old generation holds, and only
+    // then rejoins. Without the hold, a transaction's offsets arrive after the generation moved
+    // on and the broker refuses them; the loop aborted, rejoined, and set off the next rebalance.
+    test("a rebalance waits for the rebalance hook: no record is handed out and the member does not rejoin until it resolves", async () => {
+      const topic = await topicWith(2, Array.from({ length: 20 }, (_, i) => ({ topic: "", key: `k${i}`, value: `v${i}` })));
+      const group = uniqueName("fv-port-hook");
+      let release: (() => void) | undefined;
+      let hooked = 0;
+      const first: GroupConsumer = track(k().consumer({
+        groupId: group,
+        clientId: "fv-port-first",
+        topics: [topic],
+        offsetReset: "earliest",
+        listener: {
+          onRebalance: () => {
+            // The first join goes through at once; the rebalance the second member starts is held.
+            if (first.owned().length === 0) return;
+            hooked++;
+            return new Promise<void>((resolve) => (release = resolve));
+          },
+        },
+      }));
+      await first.start();
+      await pollUntil(first, 1, 15_000);
+      const generation = first.groupMetadata().generationId;
+      const second = track(k().consumer({ groupId: group, clientId: "fv-port-second", topics: [topic], offsetReset: "earliest" }));
+      // The second member's join completes only with the first one's: not awaited yet.
+      let started = false;
+      const joined = second.start().then(() => void (started = true));
+      const pollSecond = () => (started ? second.poll(100, 100) : Promise.resolve([]));
+      const until = Date.now() + 20_000;
+      while (!release && Date.now() < until) await Promise.all([first.poll(100, 100), pollSecond()]);
+      assert.ok(release, "the first member was asked to commit before rejoining");
+      // Held: nothing is read, and the group cannot form its next generation without this member.
+      const held = Date.now() + 3000;
+      while (Date.now() < held) {
+        assert.deepEqual(await first.poll(100, 100), []);
+        await pollSecond();
+      }
+      assert.equal(first.groupMetadata().generationId, generation);
+      assert.equal(second.owned().length, 0);
+      assert.equal(hooked, 1);
+      release!();
+      await joined;
+      const formed = Date.now() + 30_000;
+      while (Date.now() < formed && (first.owned().length !== 1 || second.owned().length !== 1)) await Promise.all([first.poll(100, 100), second.poll(100, 100)]);
+      assert.equal(first.owned().length, 1);
+      assert.equal(second.owned().length, 1);
+      assert.ok(first.groupMetadata().generationId > generation);
+    });
+
+    // KIP-447: offsets go into a transaction on behalf of the member that read the work. Once the
+    // group has moved to a new generation, they are refused, whatever the member learned since.
+    test("offsets sent on behalf of an older generation are refused, and the transaction commits nothing", async () => {
+      const input = await topicWith(1, Array.from({ length: 5 }, (_, i) => ({ topic: "", key: null, value: `v${i}` })));
+      const output = await topicWith(1);
+      const group = uniqueName("fv-port-generation");
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const consumer = consumerOf(group, input);
       await consumer.start();
-      assert.deepEqual(values(await pollUntil(consumer, 1)), ["v0"]);
-      // deno-lint-ignore no-explicit-any
-      (consumer as any).raw.emit("consumer:heartbeat:error", { error: new Error("Request timed out.") });
-      await assert.rejects(consumer.poll(10, 200), (error: Error & { code?: string }) =>
-        error.code === "KAFKA_RETRYABLE" && /heartbeat of group fv-port-group-.*Request timed out\./.test(error.message));
+      const got = await pollUntil(consumer, 5, 15_000);
+      const before = consumer.groupMetadata();
+      await tx.send(got.map((r) => ({ topic: output, key: null, value: `out-${text(r.value)}` })));
+      // A second member joins: the group moves on (this member keeps polling so it rejoins).
+      const other = consumerOf(group, input);
+      await other.start();
+      const until = Date.now() + 30_000;
+      while (Date.now() < until && consumer.groupMetadata().generationId === before.generationId) await Promise.all([consumer.poll(10, 100), other.poll(10, 100)]);
+      assert.notEqual(consumer.groupMetadata().generationId, before.generationId);
+      await assert.rejects(
+        (async () => {
+          await tx.sendOffsets(consumer, before, [{ topic: input, partition: 0, offset: got.at(-1)!.offset + 1n }]);
+          await tx.commit();
+        })(),
+        (error: Error & { code?: string }) => error.code === "KAFKA_FENCED",
+      );
+      await tx.abort().catch(() => {});
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: -1n }]);
+      assert.deepEqual(values(await admin.readPartition(output, 0)), []);
     });
   });
 }
