@@ -35,15 +35,35 @@ const printRecord = (record: BuildRecord) => {
 };
 
 // Feed a trade every 200 ms; every 25th one is poison (not JSON) and goes to the dead-letter topic.
+// One send in flight at a time; a trade whose send fails stays queued and goes again with the
+// next tick, and each failure is reported: the feeder never drops a record silently.
 const producer = client.producer({ clientId: "fv-demo-feeder" });
 const syms = ["ACME", "GLOBEX", "INITECH", "UMBRELLA"];
-let n = 0;
+const feed = { made: 0, delivered: 0, failures: 0, queue: [] as Array<{ key: string; value: string }>, sending: false };
+const sendQueued = async () => {
+  if (feed.sending || feed.queue.length === 0) return;
+  feed.sending = true;
+  const batch = feed.queue.slice();
+  try {
+    await producer.send(batch.map((r) => ({ topic: inputTopic, ...r })));
+    feed.queue.splice(0, batch.length);
+    feed.delivered += batch.length;
+  } catch (error) {
+    feed.failures++;
+    if (feed.failures <= 3 || feed.failures % 50 === 0) {
+      log("warn", `demo feeder: sending ${batch.length} trade(s) failed (${feed.failures} failures so far), will retry: ${(error as Error).message}`);
+    }
+  } finally {
+    feed.sending = false;
+  }
+};
 const feeder = setInterval(() => {
-  n++;
+  const n = ++feed.made;
   const value = n % 25 === 0
     ? "not json {"
     : JSON.stringify({ id: n, sym: syms[n % syms.length], price: Math.round(50 + Math.random() * 100), qty: 1 + (n % 10), side: n % 2 ? "buy" : "sell" });
-  void producer.send([{ topic: inputTopic, key: String(n % 8), value }]).catch(() => {});
+  feed.queue.push({ key: String(n % 8), value });
+  void sendQueued();
 }, 200);
 
 // Print what the pipeline emits, as a separate consumer of the output topic.
@@ -71,6 +91,12 @@ const final = await runStream(host, pipeline.name, `demo-${Date.now()}`, { id: "
   signal: stop.signal,
 });
 clearInterval(feeder);
+// What is still queued goes out before the end (a few tries), and the count says what did not.
+for (let i = 0; i < 5 && (feed.queue.length || feed.sending); i++) {
+  await sendQueued();
+  if (feed.queue.length) await new Promise((resolve) => setTimeout(resolve, 200));
+}
+process.stdout.write(`demo feeder: ${feed.made} trades made, ${feed.delivered} delivered${feed.queue.length ? `, ${feed.queue.length} NOT delivered` : ""}, ${feed.failures} failed sends retried\n`);
 tailing = false;
 await tailDone;
 await Promise.allSettled([producer.close(), tail.close()]);
