@@ -280,6 +280,13 @@ export class ConsumerLoop {
         const recovery = recoveryOf(failure);
         // Consecutive: a session that processed records before it failed starts the count again.
         if (this.#sessionBatches > 0) restarts = 0;
+        // Stopping, and the last checkpoint was refused because the group moved on (a scale-in
+        // during a rebalance): its transaction is aborted and the partitions' new owners read that
+        // work again from the last commit. Nothing is lost, so the stop is still an ordered one.
+        if (this.#stopRequested && (recovery === "fenced" || recovery === "retryable")) {
+          this.#log("warn", `stopping: the last checkpoint did not go through (${failure.message}); the partitions' next owners read that work again from the last commit`, { code: failure.code });
+          break;
+        }
         if (recovery === "fatal" || recovery === "corrupted" || this.#stopRequested || ++restarts > MAX_CONSECUTIVE_RESTARTS) {
           this.#error = failure;
           this.#log("error", `consumer loop failed: ${failure.message}`, { code: failure.code });

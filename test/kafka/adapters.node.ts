@@ -259,6 +259,33 @@ for (const adapter of ADAPTERS) {
         error.code === "KAFKA_RETRYABLE" && /rejoining group fv-port-group-.*rejoinGroup failed 3 times/.test(error.message));
     });
 
+    // A member that lost its membership (paused past its session timeout, or forgotten by a
+    // restarted broker) may have missed a generation in which another member owned its partitions
+    // and committed them further. Keeping its old positions made it skip, or redo, that member's
+    // work: a soak found an 8 s block of one partition emitted twice after a broker restart.
+    test("a join that does not follow on from the last one (new member id or a skipped generation) revokes and reassigns every partition", { skip: adapter !== "platformatic" && "the library event is platformatic's" }, async () => {
+      const topic = await topicWith(1, [{ topic: "", key: null, value: "v0" }]);
+      const changes: Array<{ assigned: string[]; revoked: string[] }> = [];
+      const consumer = track(k().consumer({
+        groupId: uniqueName("fv-port-continuity"),
+        clientId: "fv-port-consumer",
+        topics: [topic],
+        offsetReset: "earliest",
+        listener: { onAssignment: ({ assigned, revoked }) => void changes.push({ assigned: assigned.map((tp) => `${tp.partition}`), revoked: revoked.map((tp) => `${tp.partition}`) }) },
+      }));
+      await consumer.start();
+      await pollUntil(consumer, 1);
+      const { memberId, generationId } = consumer.groupMetadata();
+      const join = (m: string, g: number) =>
+        // deno-lint-ignore no-explicit-any
+        (consumer as any).raw.emit("consumer:group:join", { groupId: "g", memberId: m, generationId: g, assignments: [{ topic, partitions: [0] }] });
+      join(memberId, generationId + 1);
+      assert.deepEqual(changes.slice(1), [], "the next generation with the same member id keeps the partition");
+      join(memberId, generationId + 3);
+      join(`${memberId}-new`, generationId + 4);
+      assert.deepEqual(changes.slice(1), [{ assigned: ["0"], revoked: ["0"] }, { assigned: ["0"], revoked: ["0"] }]);
+    });
+
     // Kafka's onPartitionsRevoked: the member commits while the old generation holds, and only
     // then rejoins. Without the hold, a transaction's offsets arrive after the generation moved
     // on and the broker refuses them; the loop aborted, rejoined, and set off the next rebalance.

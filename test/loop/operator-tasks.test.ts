@@ -120,3 +120,52 @@ describe("idle partitions without a hop", () => {
     expect(fired).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }, { windowStart: 0, windowEnd: MINUTE, g: "b", n: 1 }]);
   });
 });
+
+describe("a restore never starts behind what the group committed", () => {
+  const enc = new TextEncoder();
+  const stateRecord = (offset: number, key: string, value: unknown): InboundRecord => ({
+    topic: "fv-state-x", partition: 0, offset: BigInt(offset), timestamp: 0n, key: enc.encode(`0/${key}`), value: enc.encode(JSON.stringify(value)), headers: [],
+  });
+
+  // The previous owner's last transaction wrote rows of input offsets 0..4 to the changelog and
+  // committed offset 5 with them. Its commit marker reached the offsets before the changelog: the
+  // first read of the changelog (read_committed) still ends before that transaction.
+  test("a changelog read that is behind the committed offsets is read again until it covers them", async () => {
+    const older = [stateRecord(0, "\u0000offsets", { in: "2" })];
+    const newer = [...older, stateRecord(1, "\u0000offsets", { in: "5" })];
+    const reads: number[] = [];
+    const admin = {
+      readPartition: async () => {
+        reads.push(Date.now());
+        return reads.length < 3 ? older : newer;
+      },
+    } as unknown as Admin;
+    const committedAsked: Array<[string[], number]> = [];
+    const tasks = new OperatorTasks([stage], admin, {
+      ...options,
+      committedOffsets: async (topics, partition) => {
+        committedAsked.push([topics, partition]);
+        return [{ topic: "in", offset: 5n }];
+      },
+    }, emptyCounters());
+    tasks.setStageTopics(stage, ["in"]);
+    const task = await tasks.task(stage, 0);
+    expect(reads.length).toBe(3);
+    expect(committedAsked[0]).toEqual([["in"], 0]);
+    // Input offsets below 5 are covered by the state: a replay of them changes nothing.
+    expect(tasks.process(task, inbound("in", 0, 4), { g: "a", ts: 10 }, 0).skipped).toBe(true);
+    expect(tasks.process(task, inbound("in", 0, 5), { g: "a", ts: 10 }, 0).skipped).toBe(false);
+  });
+
+  test("each checkpoint records the next input offset of every committed partition, also when no row reached the operator", async () => {
+    const tasks = new OperatorTasks([stage], noState, options, emptyCounters());
+    tasks.setStageTopics(stage, ["in"]);
+    const task = await tasks.task(stage, 0);
+    tasks.process(task, inbound("in", 0, 3), { g: "a", ts: 10 }, 0);
+    tasks.drainChangelog();
+    // Offsets 4..9 were all filtered out before the operator; the group commits 10.
+    tasks.noteConsumed([{ topic: "in", partition: 0, offset: 10n }, { topic: "in", partition: 1, offset: 7n }]);
+    const offsets = tasks.drainChangelog().filter((r) => String(r.key).endsWith("\u0000offsets"));
+    expect(offsets.map((r) => JSON.parse(String(r.value)))).toEqual([{ in: "10" }]);
+  });
+});
