@@ -1,0 +1,113 @@
+/**
+ * ConsumerLoop decisions on a small scripted client (no broker): what the loop does when Kafka
+ * answers in a given way. The real-broker suites in test/integration/ prove the rest.
+ */
+import { describe, expect, test } from "bun:test";
+import { parseSettings } from "../../src/control/settings.ts";
+import type { TopicBinding } from "../../src/control/types.ts";
+import { FvError } from "../../src/errors.ts";
+import type { Admin, GroupConsumer, InboundRecord, KafkaClient, TransactionalProducer } from "../../src/kafka/port.ts";
+import { ConsumerLoop } from "../../src/loop/consumer-loop.ts";
+import type { LoopPlan } from "../../src/loop/plan.ts";
+
+const binding = (topic: string): TopicBinding =>
+  ({ apiName: topic, topic, brokers: "x:1", policy: {}, source: "kafka", sink: "kafka" }) as unknown as TopicBinding;
+
+function plan(env: Record<string, string>): LoopPlan {
+  return {
+    pipeline: "p",
+    groupId: "fv-stream-p",
+    topology: { stages: [{ inputs: ["in"], output: "out", steps: [{ op: "select", columns: ["id"] }] }] },
+    bindings: { in: binding("in"), out: binding("out") },
+    settings: parseSettings({ STREAM_POLL_TIMEOUT_MS: "10", ...env }),
+    kafkaClient: "scripted",
+    consumerIndex: 0,
+    instanceId: "t",
+  };
+}
+
+const record = (offset: number): InboundRecord => ({
+  topic: "in", partition: 0, offset: BigInt(offset), timestamp: 0n, key: null, value: new TextEncoder().encode(JSON.stringify({ id: offset })), headers: [],
+});
+
+/** One partition with `records`; the transaction's commit answers with `commitError` when set. */
+function scriptedClient(records: InboundRecord[], commitError?: () => Error) {
+  const log = { sent: 0, commits: 0, aborts: 0, polls: 0 };
+  let open = false;
+  const consumer: GroupConsumer = {
+    start: async () => {},
+    poll: async (_max, timeoutMs) => {
+      if (log.polls++ === 0) return records;
+      await new Promise((r) => setTimeout(r, timeoutMs));
+      return [];
+    },
+    commit: async () => {},
+    owned: () => [{ topic: "in", partition: 0 }],
+    groupMetadata: () => ({ groupId: "fv-stream-p", generationId: 1, memberId: "m" }),
+    endOffsets: async () => [],
+    close: async () => {},
+  };
+  const tx: TransactionalProducer = {
+    get inTransaction() {
+      return open;
+    },
+    ready: async () => {},
+    send: async (out) => {
+      log.sent += out.length;
+      if (out.length) open = true;
+    },
+    sendOffsets: async () => {
+      open = true;
+    },
+    commit: async () => {
+      if (commitError) throw commitError();
+      log.commits++;
+      open = false;
+    },
+    abort: async () => {
+      log.aborts++;
+      open = false;
+    },
+    close: async () => {},
+  };
+  const admin = { close: async () => {}, readPartition: async () => [], committedOffsets: async () => [] } as unknown as Admin;
+  const client: KafkaClient = {
+    name: "scripted",
+    consumer: () => consumer,
+    producer: () => ({ send: async () => {}, close: async () => {} }),
+    transactionalProducer: () => tx,
+    admin: () => admin,
+  };
+  return { client, log };
+}
+
+const quiet = (level: string, msg: string) => void (process.env.LOOP_LOG && console.log(level, msg));
+
+describe("an ordered stop", () => {
+  // A scale-in during a rebalance: SIGTERM, and the group has moved on, so the broker refuses the
+  // last transaction's offsets. The work is aborted and read again by the next owner; the stop
+  // ended FAILED with exit 1 in one of four scale-ins of the fault soak.
+  test("whose last transaction the group refuses (fenced) aborts it and ends STOPPED, not FAILED", async () => {
+    const { client, log } = scriptedClient([record(0), record(1)], () => new FvError("KAFKA_FENCED", "the group moved on"));
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "60000" }), client, quiet);
+    const running = loop.run();
+    while (log.sent === 0) await new Promise((r) => setTimeout(r, 5));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(log.aborts).toBe(1);
+    expect(loop.counters.transactionsAborted).toBe(1);
+    expect(loop.counters.transactionsCommitted).toBe(0);
+    // Counted only once committed: the aborted batch is not in the loop's totals.
+    expect(loop.counters.consumed).toBe(0);
+  });
+
+  test("whose last transaction fails for good still ends FAILED with the cause", async () => {
+    const { client, log } = scriptedClient([record(0)], () => new FvError("KAFKA_FATAL", "not authorized"));
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "60000" }), client, quiet);
+    const running = loop.run();
+    while (log.sent === 0) await new Promise((r) => setTimeout(r, 5));
+    loop.stop();
+    expect(await running).toBe("FAILED");
+    expect(loop.error?.message).toContain("not authorized");
+  });
+});
