@@ -20,28 +20,41 @@
 #   scripts/kafka.sh logs [-f]   tail the broker log (.kafka/logs/server.log)
 #   scripts/kafka.sh reset       stop the broker and delete its data (.kafka/data); jars stay
 #   scripts/kafka.sh selftest    topics, produce/consume, transactions, exactly-once round trip
+#   scripts/kafka.sh create TOPIC PARTITIONS    create a topic (no-op if it exists)
+#   scripts/kafka.sh dump TOPIC OUTFILE [--timestamps]   every read_committed record of TOPIC
+#                                to OUTFILE, one "partition<TAB>offset<TAB>value" line each
+#   scripts/kafka.sh lag TOPIC GROUP...         committed offsets of each group vs end offsets
 #
 # Everything lives under <repo>/.kafka (git-ignored): libs/ jars, data/ log dirs,
 # logs/ server.log + server.out, cluster-id, server.properties (rendered), kafka.pid.
 # Env: KAFKA_HEAP_OPTS (default "-Xms512m -Xmx1g"), KAFKA_READY_TIMEOUT (seconds, default 90),
 #      KAFKA_STOP_TIMEOUT (seconds, default 30), JAVA_HOME (optional, Java >= 17).
+#      FV_KAFKA_HOME (default <repo>/.kafka): a second broker's own folder (data, logs, pid,
+#      cluster-id, server.properties, lock); the jars stay shared in <repo>/.kafka/libs and tools.
+#      FV_KAFKA_PORT (default 9092): its listener port; the controller listens on PORT+1.
+#      (bench/soak.ts runs FV_KAFKA_HOME=<repo>/.kafka-soak FV_KAFKA_PORT=19092.)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 CONF_DIR="$SCRIPT_DIR/kafka"
-KAFKA_HOME="$REPO_ROOT/.kafka"
-LIBS_DIR="$KAFKA_HOME/libs"
+SHARED_HOME="$REPO_ROOT/.kafka"
+if [[ -n "${FV_KAFKA_HOME:-}" ]]; then KAFKA_HOME="$(realpath -m "$FV_KAFKA_HOME")"; else KAFKA_HOME="$SHARED_HOME"; fi
+# How messages name the broker's folder: ".kafka" for the default one.
+HOME_NAME="${KAFKA_HOME#"$REPO_ROOT"/}"
+LIBS_DIR="$SHARED_HOME/libs"
 DATA_DIR="$KAFKA_HOME/data"
 LOG_DIR="$KAFKA_HOME/logs"
-TOOLS_DIR="$KAFKA_HOME/tools"
+TOOLS_DIR="$SHARED_HOME/tools"
 PID_FILE="$KAFKA_HOME/kafka.pid"
 CLUSTER_ID_FILE="$KAFKA_HOME/cluster-id"
 PROPS="$KAFKA_HOME/server.properties"
 POM="$CONF_DIR/pom.xml"
 
 HOST=127.0.0.1
-PORT=9092
+PORT="${FV_KAFKA_PORT:-9092}"
+[[ "$PORT" =~ ^[0-9]+$ ]] || { echo "kafka.sh: FV_KAFKA_PORT must be a port number, not $PORT" >&2; exit 2; }
+CONTROLLER_PORT=$((PORT + 1))
 BOOTSTRAP="$HOST:$PORT"
 READY_TIMEOUT="${KAFKA_READY_TIMEOUT:-90}"
 STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
@@ -109,11 +122,18 @@ libs_ready() {
 
 fetch_libs() {
   if libs_ready; then return 0; fi
+  # Two broker folders share the jars: a second broker's `up` waits for the first one's fetch.
+  if [[ "$KAFKA_HOME" != "$SHARED_HOME" ]] && command -v flock >/dev/null; then
+    mkdir -p "$SHARED_HOME"
+    exec 8>"$SHARED_HOME/.libs.lock"
+    flock -w 600 8 || die "could not lock $SHARED_HOME/.libs.lock within 600 s"
+    if libs_ready; then return 0; fi
+  fi
   command -v mvn >/dev/null || die "mvn not found (needed once to fetch the Kafka jars from Maven Central; apt-get install maven)"
   log "fetching Apache Kafka $KAFKA_VERSION jars from Maven Central into .kafka/libs ..."
-  local start=$SECONDS tmp="$KAFKA_HOME/libs.tmp"
+  local start=$SECONDS tmp="$SHARED_HOME/libs.tmp"
   rm -rf "$tmp"
-  mkdir -p "$KAFKA_HOME"
+  mkdir -p "$SHARED_HOME"
   # (Debian's mvn 3.8 prints bare ANSI resets even with -B: strip them.)
   mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies -DincludeScope=runtime \
     -DoutputDirectory="$tmp" 2>&1 | sed -e $'s/\x1b\\[[0-9;]*m//g' >&2 \
@@ -146,7 +166,12 @@ run_check() {
 render_props() {
   mkdir -p "$DATA_DIR" "$LOG_DIR"
   local tmp="$PROPS.tmp"
-  sed "s|@KAFKA_DATA_DIR@|$DATA_DIR|g" "$CONF_DIR/server.properties" > "$tmp"
+  # The template's ports are 9092 (PLAINTEXT) and 9093 (controller): put ours in (through
+  # placeholders, so a port one below the other cannot be replaced twice).
+  sed -e "s|@KAFKA_DATA_DIR@|$DATA_DIR|g" \
+    -e "s|127\.0\.0\.1:9092|@PLAIN_ADDR@|g" -e "s|127\.0\.0\.1:9093|@CONTROLLER_ADDR@|g" \
+    -e "s|@PLAIN_ADDR@|$HOST:$PORT|g" -e "s|@CONTROLLER_ADDR@|$HOST:$CONTROLLER_PORT|g" \
+    "$CONF_DIR/server.properties" > "$tmp"
   mv "$tmp" "$PROPS"
 }
 
@@ -164,7 +189,7 @@ format_storage() {
   fi
   local cid
   cid="$(cat "$CLUSTER_ID_FILE")"
-  log "formatting storage .kafka/data (cluster id $cid)"
+  log "formatting storage $HOME_NAME/data (cluster id $cid)"
   # controller.quorum.voters is set (static quorum), so no --standalone here.
   storage_tool format -t "$cid" -c "$PROPS" --ignore-formatted >/dev/null \
     || die "kafka.tools.StorageTool format failed"
@@ -194,12 +219,12 @@ fail_start() {
   local from="${LOG_START_LINE:-1}" pid
   echo "kafka.sh: ERROR: $1" >&2
   if [[ -f "$LOG_DIR/server.log" ]]; then
-    echo "---- errors in .kafka/logs/server.log (this start) ----" >&2
+    echo "---- errors in $HOME_NAME/logs/server.log (this start) ----" >&2
     tail -n +"$from" "$LOG_DIR/server.log" | grep -E '^\[[^]]*\] (ERROR|FATAL) |^Caused by: ' | tail -n 8 >&2 || true
-    echo "---- tail of .kafka/logs/server.log ----" >&2
+    echo "---- tail of $HOME_NAME/logs/server.log ----" >&2
     tail -n +"$from" "$LOG_DIR/server.log" | tail -n 25 | cut -c1-400 >&2 || true
   fi
-  echo "---- tail of .kafka/logs/server.out ----" >&2
+  echo "---- tail of $HOME_NAME/logs/server.out ----" >&2
   tail -n 20 "$LOG_DIR/server.out" >&2 2>/dev/null || true
   if pid="$(our_pid)"; then
     echo "kafka.sh: the broker process $pid is still alive (starting?): scripts/kafka.sh down stops it" >&2
@@ -210,7 +235,7 @@ fail_start() {
 cmd_up() {
   local sb="${STREAM_BROKERS:-}"
   sb="${sb//[[:space:]]/}"
-  if [[ -n "$sb" && "$sb" != "127.0.0.1:9092" && "$sb" != "localhost:9092" ]]; then
+  if [[ -n "$sb" && "$sb" != "127.0.0.1:$PORT" && "$sb" != "localhost:$PORT" ]]; then
     log "STREAM_BROKERS=$sb points to another cluster: no local broker started"
     return 0
   fi
@@ -251,7 +276,7 @@ cmd_up() {
   rm -f "$PID_FILE"
   LOG_START_LINE=1
   if [[ -f "$LOG_DIR/server.log" ]]; then LOG_START_LINE=$(( $(wc -l < "$LOG_DIR/server.log") + 1 )); fi
-  log "starting Apache Kafka $KAFKA_VERSION (KRaft, node 1) on $BOOTSTRAP, controller $HOST:9093"
+  log "starting Apache Kafka $KAFKA_VERSION (KRaft, node 1) on $BOOTSTRAP, controller $HOST:$CONTROLLER_PORT"
   # shellcheck disable=SC2086  # HEAP_OPTS is a list of JVM flags
   (
     cd "$KAFKA_HOME"
@@ -325,7 +350,7 @@ cmd_logs() {
 cmd_reset() {
   cmd_down
   rm -rf "$DATA_DIR" "$KAFKA_HOME/server.properties"
-  log "deleted .kafka/data (jars in .kafka/libs kept); run scripts/kafka.sh up for a fresh broker"
+  log "deleted $HOME_NAME/data (jars in .kafka/libs kept); run scripts/kafka.sh up for a fresh broker"
 }
 
 cmd_selftest() {
@@ -336,8 +361,19 @@ cmd_selftest() {
   run_check selftest "$BOOTSTRAP"
 }
 
+# Commands that talk to the running broker through KafkaCheck (see scripts/kafka/KafkaCheck.java).
+cmd_tool() {
+  local mode="$1"
+  shift
+  require_java
+  libs_ready || die "no Kafka jars yet; run: scripts/kafka.sh up"
+  build_tools
+  port_open || die "nothing listens on $BOOTSTRAP; run: scripts/kafka.sh up"
+  run_check "$mode" "$BOOTSTRAP" "$@"
+}
+
 usage() {
-  sed -n '15,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '15,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # Serialize up/down/reset of this checkout's broker (parallel test runners may all call `up`).
@@ -355,6 +391,9 @@ case "${1:-}" in
   logs) shift; cmd_logs "$@" ;;
   reset) take_lock; cmd_reset ;;
   selftest) cmd_selftest ;;
+  create) shift; [[ $# -eq 2 ]] || die "usage: scripts/kafka.sh create TOPIC PARTITIONS"; cmd_tool create "$@" ;;
+  dump) shift; [[ $# -ge 2 ]] || die "usage: scripts/kafka.sh dump TOPIC OUTFILE [--timestamps]"; cmd_tool dump "$@" ;;
+  lag) shift; [[ $# -ge 2 ]] || die "usage: scripts/kafka.sh lag TOPIC GROUP..."; cmd_tool lag "$@" ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -10,9 +10,31 @@
 //                                                  consume-transform-produce (exactly-once)
 //                                                  step, check what read_committed sees,
 //                                                  delete the topics; exit 0 if all is well
+//   KafkaCheck create   <bootstrap> <topic> <partitions>   create a topic; exit 0 if it exists
+//   KafkaCheck dump     <bootstrap> <topic> <outFile> [--timestamps]
+//                                                  every record of the topic as a read_committed
+//                                                  KafkaConsumer sees it (assign() all partitions,
+//                                                  from the beginning up to endOffsets, which for
+//                                                  read_committed is the last stable offset), one
+//                                                  "partition<TAB>offset<TAB>value" line each
+//                                                  ("partition<TAB>offset<TAB>timestamp<TAB>value"
+//                                                  with --timestamps). It first waits (up to
+//                                                  FV_DUMP_STABLE_WAIT_MS, default 120 s) until no
+//                                                  transaction is open (LSO = high watermark).
+//                                                  FV_DUMP_ISOLATION=read_uncommitted dumps every
+//                                                  record up to the high watermark instead (for
+//                                                  diagnosis: what aborted transactions held)
+//   KafkaCheck lag      <bootstrap> <topic> <group>...   per group: committed offsets vs end
+//                                                  offsets, one "group<TAB>totalLag<TAB>p:committed:end,..."
+//                                                  line each (committed -1: none yet)
+import java.io.BufferedWriter;
+import java.io.FileOutputStream;
+import java.io.OutputStreamWriter;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -22,8 +44,10 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -31,15 +55,19 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 public class KafkaCheck {
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: KafkaCheck ready <bootstrap> <timeoutMs> | selftest <bootstrap>");
+            System.err.println("usage: KafkaCheck ready <bootstrap> <timeoutMs> | selftest <bootstrap>"
+                    + " | create <bootstrap> <topic> <partitions> | dump <bootstrap> <topic> <outFile> [--timestamps]"
+                    + " | lag <bootstrap> <topic> <group>...");
             System.exit(2);
         }
         switch (args[0]) {
@@ -48,6 +76,19 @@ public class KafkaCheck {
                 break;
             case "selftest":
                 System.exit(selftest(args[1]));
+                break;
+            case "create":
+                System.exit(create(args[1], args[2], Integer.parseInt(args[3])));
+                break;
+            case "dump": {
+                String env = System.getenv("FV_DUMP_STABLE_WAIT_MS");
+                long stableWaitMs = env == null || env.isEmpty() ? 120_000L : Long.parseLong(env);
+                boolean timestamps = args.length > 4 && args[4].equals("--timestamps");
+                System.exit(dump(args[1], args[2], args[3], timestamps, stableWaitMs));
+                break;
+            }
+            case "lag":
+                System.exit(lag(args[1], args[2], List.of(args).subList(3, args.length)));
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -177,6 +218,141 @@ public class KafkaCheck {
             step(t0, "deleted selftest topics");
         }
         System.out.println("selftest OK");
+        return 0;
+    }
+
+    static int create(String bootstrap, String topic, int partitions) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap, 30_000))) {
+            try {
+                admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
+                System.out.println("created " + topic + " (" + partitions + " partitions)");
+            } catch (java.util.concurrent.ExecutionException e) {
+                if (!(e.getCause() instanceof TopicExistsException)) throw e;
+                System.out.println(topic + " exists");
+            }
+        }
+        return 0;
+    }
+
+    static List<TopicPartition> partitionsOf(Admin admin, String topic) throws Exception {
+        var description = admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS).get(topic);
+        List<TopicPartition> tps = new ArrayList<>();
+        description.partitions().forEach((p) -> tps.add(new TopicPartition(topic, p.partition())));
+        tps.sort((a, b) -> Integer.compare(a.partition(), b.partition()));
+        return tps;
+    }
+
+    static Map<TopicPartition, Long> listEnd(Admin admin, List<TopicPartition> tps, IsolationLevel isolation) throws Exception {
+        Map<TopicPartition, OffsetSpec> specs = new HashMap<>();
+        for (TopicPartition tp : tps) specs.put(tp, OffsetSpec.latest());
+        var result = admin.listOffsets(specs, new ListOffsetsOptions(isolation)).all().get(30, TimeUnit.SECONDS);
+        Map<TopicPartition, Long> out = new HashMap<>();
+        result.forEach((tp, info) -> out.put(tp, info.offset()));
+        return out;
+    }
+
+    /**
+     * Every record of `topic` as the real read_committed KafkaConsumer sees it. An independent
+     * reader for judging outputs: no group, assign() and seekToBeginning on every partition, poll
+     * until each position reaches the consumer's endOffsets (the last stable offset).
+     */
+    static int dump(String bootstrap, String topic, String outFile, boolean timestamps, long stableWaitMs) throws Exception {
+        long t0 = System.nanoTime();
+        List<TopicPartition> tps;
+        try (Admin admin = Admin.create(adminProps(bootstrap, 30_000))) {
+            tps = partitionsOf(admin, topic);
+            // A transaction still open (a producer that died mid-transaction and was not fenced)
+            // holds the LSO back until the broker aborts it: wait for that, then say so if it stays.
+            long deadline = System.currentTimeMillis() + stableWaitMs;
+            while (true) {
+                Map<TopicPartition, Long> lso = listEnd(admin, tps, IsolationLevel.READ_COMMITTED);
+                Map<TopicPartition, Long> hwm = listEnd(admin, tps, IsolationLevel.READ_UNCOMMITTED);
+                if (lso.equals(hwm)) break;
+                if (System.currentTimeMillis() > deadline) {
+                    StringBuilder open = new StringBuilder();
+                    for (TopicPartition tp : tps) {
+                        if (!lso.get(tp).equals(hwm.get(tp))) open.append(" ").append(tp.partition()).append(":lso=").append(lso.get(tp)).append(",hwm=").append(hwm.get(tp));
+                    }
+                    System.err.println("dump " + topic + ": WARNING: transactions still open after " + stableWaitMs + " ms;" + open
+                            + " (records past the LSO are not dumped)");
+                    break;
+                }
+                sleep(1000);
+            }
+        }
+        String isolation = "read_uncommitted".equals(System.getenv("FV_DUMP_ISOLATION")) ? "read_uncommitted" : "read_committed";
+        Properties p = consumerProps(bootstrap, "unused", isolation);
+        p.remove(ConsumerConfig.GROUP_ID_CONFIG);
+        p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 5000);
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "fv-kafka-check-dump");
+        long count = 0;
+        Map<TopicPartition, Long> end;
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p);
+             BufferedWriter w = new BufferedWriter(new OutputStreamWriter(new FileOutputStream(outFile), StandardCharsets.UTF_8), 1 << 20)) {
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            end = c.endOffsets(tps, Duration.ofSeconds(30));
+            long lastProgress = System.currentTimeMillis();
+            long lastCount = -1;
+            while (true) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (c.position(tp, Duration.ofSeconds(30)) < end.get(tp)) { done = false; break; }
+                }
+                if (done) break;
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    if (r.offset() >= end.get(new TopicPartition(r.topic(), r.partition()))) continue;
+                    w.write(Integer.toString(r.partition()));
+                    w.write('\t');
+                    w.write(Long.toString(r.offset()));
+                    w.write('\t');
+                    if (timestamps) {
+                        w.write(Long.toString(r.timestamp()));
+                        w.write('\t');
+                    }
+                    w.write(r.value() == null ? "null" : r.value());
+                    w.write('\n');
+                    count++;
+                }
+                if (count != lastCount) {
+                    lastCount = count;
+                    lastProgress = System.currentTimeMillis();
+                } else if (System.currentTimeMillis() - lastProgress > 60_000) {
+                    StringBuilder at = new StringBuilder();
+                    for (TopicPartition tp : tps) at.append(" ").append(tp.partition()).append(":").append(c.position(tp)).append("/").append(end.get(tp));
+                    System.err.println("dump " + topic + ": FAILED: no progress for 60 s at" + at);
+                    return 1;
+                }
+            }
+        }
+        long ends = 0;
+        for (long e : end.values()) ends += e;
+        System.out.println("dump " + topic + (isolation.equals("read_committed") ? "" : " (" + isolation + ")") + ": " + count + " records from " + tps.size() + " partitions (end offsets sum " + ends
+                + ") in " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0) + " ms -> " + outFile);
+        return 0;
+    }
+
+    /** Per group: the committed offsets of `topic` against its end offsets. */
+    static int lag(String bootstrap, String topic, List<String> groups) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap, 15_000))) {
+            List<TopicPartition> tps = partitionsOf(admin, topic);
+            Map<TopicPartition, Long> end = listEnd(admin, tps, IsolationLevel.READ_COMMITTED);
+            for (String group : groups) {
+                Map<TopicPartition, OffsetAndMetadata> committed =
+                        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(15, TimeUnit.SECONDS);
+                long total = 0;
+                StringBuilder parts = new StringBuilder();
+                for (TopicPartition tp : tps) {
+                    OffsetAndMetadata o = committed.get(tp);
+                    long at = o == null ? -1 : o.offset();
+                    long e = end.get(tp);
+                    total += e - Math.max(at, 0);
+                    if (parts.length() > 0) parts.append(",");
+                    parts.append(tp.partition()).append(":").append(at).append(":").append(e);
+                }
+                System.out.println(group + "\t" + total + "\t" + parts);
+            }
+        }
         return 0;
     }
 
