@@ -75,6 +75,8 @@ const MAX_CONSECUTIVE_RESTARTS = 30;
 /** How often end offsets are read for the lag shown on /status: cheap, and fresh enough to watch. */
 const END_OFFSETS_INTERVAL_MS = 2000;
 const RESTART_BACKOFF_MS = { first: 200, max: 5000 };
+/** Most time one client of a session may take to close (it leaves the group, flushes, aborts). */
+const CLOSE_TIMEOUT_MS = 15_000;
 /**
  * Stall watchdog: no records for this long while an owned partition has records to read (its
  * position is below its end offset) starts a new session with a fresh consumer. The pure-JS
@@ -926,11 +928,29 @@ export class ConsumerLoop {
     this.#log("warn", `offset commit skipped: ${(error as Error).message}`);
   }
 
+  /**
+   * Closes a session's clients, each within CLOSE_TIMEOUT_MS: a client that cannot finish closing
+   * (librdkafka's consumer close waits for a broker that is down) must not wedge the loop, which
+   * then neither rejoins nor stops. A client left closing is abandoned; the next session has its own.
+   */
   async #close(session: Session): Promise<void> {
-    await session.admin.close().catch(() => {});
-    await session.consumer.close().catch((error) => this.#log("warn", `closing consumer: ${(error as Error).message}`));
-    await session.producer?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
-    await session.tx?.close().catch((error) => this.#log("warn", `closing producer: ${(error as Error).message}`));
+    const bounded = async (what: string, close: (() => Promise<void>) | undefined) => {
+      if (!close) return;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), CLOSE_TIMEOUT_MS)));
+      try {
+        const result = await Promise.race([close().then(() => "closed" as const), timedOut]);
+        if (result === "timeout") this.#log("warn", `closing the ${what} took longer than ${CLOSE_TIMEOUT_MS} ms: going on without it`);
+      } catch (error) {
+        this.#log("warn", `closing the ${what}: ${(error as Error).message}`);
+      } finally {
+        clearTimeout(timer);
+      }
+    };
+    await bounded("admin client", () => session.admin.close());
+    await bounded("consumer", () => session.consumer.close());
+    await bounded("producer", session.producer && (() => session.producer!.close()));
+    await bounded("transactional producer", session.tx && (() => session.tx!.close()));
   }
 }
 

@@ -31,7 +31,7 @@ const record = (offset: number): InboundRecord => ({
 });
 
 /** One partition with `records`; the transaction's commit answers with `commitError` when set. */
-function scriptedClient(records: InboundRecord[], commitError?: () => Error) {
+function scriptedClient(records: InboundRecord[], commitError?: () => Error, consumerClose: () => Promise<void> = async () => {}) {
   const log = { sent: 0, commits: 0, aborts: 0, polls: 0 };
   let open = false;
   const consumer: GroupConsumer = {
@@ -45,7 +45,7 @@ function scriptedClient(records: InboundRecord[], commitError?: () => Error) {
     owned: () => [{ topic: "in", partition: 0 }],
     groupMetadata: () => ({ groupId: "fv-stream-p", generationId: 1, memberId: "m" }),
     endOffsets: async () => [],
-    close: async () => {},
+    close: consumerClose,
   };
   const tx: TransactionalProducer = {
     get inTransaction() {
@@ -110,4 +110,18 @@ describe("an ordered stop", () => {
     expect(await running).toBe("FAILED");
     expect(loop.error?.message).toContain("not authorized");
   });
+});
+
+describe("closing a session", () => {
+  // Node + librdkafka in the fault soak: after a broker restart, consumer close waited for the
+  // broker forever; the loop neither rejoined nor stopped, and SIGTERM was not enough to end it.
+  test("a consumer whose close never returns does not wedge the loop: the stop still ends STOPPED", async () => {
+    const { client, log } = scriptedClient([record(0)], undefined, () => new Promise<void>(() => {}));
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true" }), client, quiet);
+    const running = loop.run();
+    while (log.sent === 0) await new Promise((r) => setTimeout(r, 5));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(log.commits).toBe(1);
+  }, 30_000);
 });
