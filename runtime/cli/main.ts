@@ -126,6 +126,7 @@ async function run(source: Source, buildFlag: string | undefined, log: Logger): 
   };
   process.on("SIGINT", () => stop("SIGINT received"));
   process.on("SIGTERM", () => stop("SIGTERM received"));
+  keepRunningOnStrayRejections(log);
 
   const admin: AdminServer | undefined = await startAdminServer({ env: process.env, initial, stop: () => stop("POST /stop received"), log });
   // The record names the admin URL, so whoever reads it (a platform, a test) finds the dashboard.
@@ -194,3 +195,23 @@ main(process.argv.slice(2), log).then(
     process.exit(1);
   },
 );
+
+/**
+ * A promise rejected where nobody awaits it (a client library's background work, e.g. a Deno
+ * process resumed after SIGSTOP ended with "Uncaught null") would end the process, and its
+ * partitions would move for nothing: the loop awaits everything that decides its state, so a
+ * stray rejection is logged with its reason and the stream goes on.
+ */
+function keepRunningOnStrayRejections(log: Logger): void {
+  const report = (reason: unknown) =>
+    log("error", `unhandled promise rejection (the stream goes on): ${reason instanceof Error ? reason.stack ?? reason.message : String(reason)}`);
+  const web = globalThis as { addEventListener?: (type: string, listener: (event: { reason: unknown; preventDefault(): void }) => void) => void; Deno?: unknown };
+  if (web.Deno && web.addEventListener) {
+    web.addEventListener("unhandledrejection", (event) => {
+      event.preventDefault();
+      report(event.reason);
+    });
+  } else {
+    process.on("unhandledRejection", report);
+  }
+}
