@@ -2,8 +2,10 @@
  * Test fixtures against the real local broker (started by `npm test` through scripts/setup.sh).
  * Every helper cleans up what it opens.
  */
+import { spawnSync } from "node:child_process";
+import { resolve } from "node:path";
 import { platformaticClient } from "../../src/kafka/platformatic.ts";
-import type { CommitOffset, InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
+import type { CommitOffset, InboundRecord, KafkaClient, OutboundRecord } from "../../src/kafka/port.ts";
 
 export const BROKERS = process.env.STREAM_BROKERS ?? "127.0.0.1:9092";
 export const client = platformaticClient(BROKERS.split(","));
@@ -13,8 +15,8 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
 }
 
-export async function createTopic(topic: string, partitions: number): Promise<void> {
-  const admin = client.admin({ clientId: "fv-test-admin" });
+export async function createTopic(topic: string, partitions: number, on: KafkaClient = client): Promise<void> {
+  const admin = on.admin({ clientId: "fv-test-admin" });
   try {
     await admin.createTopics([{ topic, partitions }]);
   } finally {
@@ -41,8 +43,8 @@ export async function committedOffsets(groupId: string, topics: string[]): Promi
 }
 
 /** Produces records in chunks (each acknowledged before the next). */
-export async function produce(records: OutboundRecord[], chunk = 2000): Promise<void> {
-  const producer = client.producer({ clientId: "fv-test-producer" });
+export async function produce(records: OutboundRecord[], chunk = 2000, on: KafkaClient = client): Promise<void> {
+  const producer = on.producer({ clientId: "fv-test-producer" });
   try {
     for (let i = 0; i < records.length; i += chunk) await producer.send(records.slice(i, i + chunk));
   } finally {
@@ -91,15 +93,16 @@ export const header = (record: InboundRecord, name: string) => {
  * of the pure-JS client was seen to stall on some partitions after reaching their end (see the
  * note of the first session); re-reading costs little here and keeps the tests about the pipeline.
  */
-export function collect(topic: string, options: { restartAfterMs?: number } = {}) {
+export function collect(topic: string, options: { restartAfterMs?: number; client?: KafkaClient } = {}) {
   const restartAfterMs = options.restartAfterMs ?? 8000;
+  const on = options.client ?? client;
   const records: InboundRecord[] = [];
   const seen = new Set<string>();
   let running = true;
-  let consumer: ReturnType<typeof client.consumer> | undefined;
+  let consumer: ReturnType<KafkaClient["consumer"]> | undefined;
   const done = (async () => {
     while (running) {
-      const current = client.consumer({ groupId: uniqueName("fv-test-collector"), clientId: "fv-test-collector", topics: [topic], offsetReset: "earliest" });
+      const current = on.consumer({ groupId: uniqueName("fv-test-collector"), clientId: "fv-test-collector", topics: [topic], offsetReset: "earliest" });
       consumer = current;
       // A join that fails (the broker restarting) or does not finish in time is abandoned like a stalled reader.
       const started = current.start().then(() => true, () => false);
@@ -147,4 +150,29 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
   const result = await Promise.race([settled, timeout]);
   clearTimeout(timer);
   return result;
+}
+
+/**
+ * A broker of the test's own (scripts/kafka.sh with FV_KAFKA_HOME and FV_KAFKA_PORT), for tests
+ * that stop or restart a broker: the shared one on 9092 may be a user's or another checkout's,
+ * and it must never go down under other tests. Fresh data each time; `remove()` stops it and
+ * deletes its data.
+ */
+export function ownBroker(port: number) {
+  const root = resolve(import.meta.dir, "../..");
+  const env = { ...process.env, FV_KAFKA_HOME: `${root}/.kafka-test-${port}`, FV_KAFKA_PORT: String(port), STREAM_BROKERS: "" };
+  const kafka = (cmd: string) => {
+    const run = spawnSync("bash", [`${root}/scripts/kafka.sh`, cmd], { encoding: "utf8", env });
+    if (run.status !== 0) throw new Error(`kafka.sh ${cmd} (port ${port}) failed:\n${run.stdout}${run.stderr}`);
+    return run.stdout + run.stderr;
+  };
+  const brokers = `127.0.0.1:${port}`;
+  return {
+    brokers,
+    client: platformaticClient([brokers]),
+    start: () => (kafka("reset"), kafka("up")),
+    down: () => kafka("down"),
+    up: () => kafka("up"),
+    remove: () => kafka("reset"),
+  };
 }
