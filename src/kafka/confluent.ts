@@ -102,6 +102,27 @@ function classify(error: unknown, what: string): FvError {
   return new FvError(fvCode, `${what} failed: ${text}${code !== undefined ? ` (librdkafka ${code})` : ""}`, { cause: error });
 }
 
+/** How long a transactional call is called again while librdkafka says its error is retriable. */
+const TXN_RETRY_MS = 30_000;
+
+/**
+ * Calls a transactional API again while it fails with a retriable error that does not require an
+ * abort (librdkafka: "the application may retry the call"), for up to TXN_RETRY_MS.
+ */
+async function retryingTxnCall(run: () => Promise<unknown>): Promise<void> {
+  const until = Date.now() + TXN_RETRY_MS;
+  for (;;) {
+    try {
+      await run();
+      return;
+    } catch (error) {
+      const e = error as { isRetriable?: boolean; isTxnRequiresAbort?: boolean; isFatal?: boolean };
+      if (!e?.isRetriable || e.isTxnRequiresAbort || e.isFatal || Date.now() >= until) throw error;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 /** Turns a callback-style call into a promise. */
 function call<T = void>(start: (cb: (err: unknown, value?: T) => void) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -582,7 +603,7 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     this.#dirty = true;
     const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
     try {
-      await call((cb) => this.#producer.sendOffsetsToTransaction(list, consumer.raw, TRANSACTION_CALL_TIMEOUT_MS, cb));
+      await retryingTxnCall(() => call((cb) => this.#producer.sendOffsetsToTransaction(list, consumer.raw, TRANSACTION_CALL_TIMEOUT_MS, cb)));
     } catch (error) {
       throw classify(error, "adding offsets to a transaction");
     }
@@ -592,7 +613,10 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     // An empty transaction stays open on our side; nothing to tell the broker.
     if (!this.#open || !this.#dirty) return;
     try {
-      await call((cb) => this.#producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
+      // librdkafka's contract: a retriable error (a timeout while the broker is away) means the
+      // outcome is not known yet, and the commit must be called again, not aborted; only an error
+      // that requires an abort (or a fatal one) ends it.
+      await retryingTxnCall(() => call((cb) => this.#producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb)));
     } catch (error) {
       // Still open: the loop aborts it (librdkafka needs the abort before the next begin).
       throw classify(error, "committing a transaction");
