@@ -197,21 +197,27 @@ main(process.argv.slice(2), log).then(
 );
 
 /**
- * A promise rejected where nobody awaits it (a client library's background work, e.g. a Deno
- * process resumed after SIGSTOP ended with "Uncaught null") would end the process, and its
- * partitions would move for nothing: the loop awaits everything that decides its state, so a
- * stray rejection is logged with its reason and the stream goes on.
+ * A promise rejected where nobody awaits it (a client library's background work) would end the
+ * process, and its partitions would move for nothing: the loop awaits everything that decides
+ * its state, so a stray rejection is logged with its reason and the stream goes on. On Deno the
+ * same holds for a stray non-Error thrown from a library callback: a Deno process resumed after
+ * SIGSTOP ended with "Uncaught null" in the fault soak.
  */
 function keepRunningOnStrayRejections(log: Logger): void {
-  const report = (reason: unknown) =>
-    log("error", `unhandled promise rejection (the stream goes on): ${reason instanceof Error ? reason.stack ?? reason.message : String(reason)}`);
-  const web = globalThis as { addEventListener?: (type: string, listener: (event: { reason: unknown; preventDefault(): void }) => void) => void; Deno?: unknown };
+  const describe = (reason: unknown) => (reason instanceof Error ? reason.stack ?? reason.message : String(reason));
+  type WebEvent = { reason?: unknown; error?: unknown; preventDefault(): void };
+  const web = globalThis as { addEventListener?: (type: string, listener: (event: WebEvent) => void) => void; Deno?: unknown };
   if (web.Deno && web.addEventListener) {
     web.addEventListener("unhandledrejection", (event) => {
       event.preventDefault();
-      report(event.reason);
+      log("error", `unhandled promise rejection (the stream goes on): ${describe(event.reason)}`);
+    });
+    web.addEventListener("error", (event) => {
+      if (event.error instanceof Error) return; // a real exception still ends the process
+      event.preventDefault();
+      log("error", `uncaught non-Error value thrown (the stream goes on): ${describe(event.error)}`);
     });
   } else {
-    process.on("unhandledRejection", report);
+    process.on("unhandledRejection", (reason) => log("error", `unhandled promise rejection (the stream goes on): ${describe(reason)}`));
   }
 }
