@@ -44,6 +44,16 @@ const GROUP_TIMINGS = { sessionTimeout: 10_000, heartbeatInterval: 1_000, rebala
  * the member still joins the new generation; a checkpoint takes far less.
  */
 const REBALANCE_HOOK_MS = 20_000;
+/** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
+const ABORT_WAIT_MS = 60_000;
+
+/** Resolves once `promise` settles or `ms` passed, whichever comes first. */
+async function settleWithin(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([promise.then(() => {}, () => {}), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+
 /** How long a newly assigned partition waits for its stable committed offset: past any transaction timeout. */
 const STABLE_OFFSETS_WAIT_MS = 60_000;
 /**
@@ -504,6 +514,19 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
   #offsetsAdded = false;
   /** Whether the open transaction holds anything; the broker refuses to end an empty one. */
   #dirty = false;
+  /**
+   * Sends and offset commits of the open transaction still under way (the loop may have given up
+   * on one at its checkpoint deadline while the library still retries it).
+   */
+  readonly #inflight = new Set<Promise<unknown>>();
+
+  /** Runs one request of the open transaction, tracked until it settles. */
+  #track<T>(request: Promise<T>): Promise<T> {
+    const settled = request.then(() => {}, () => {});
+    this.#inflight.add(settled);
+    void settled.then(() => this.#inflight.delete(settled));
+    return request;
+  }
 
   constructor(brokers: string[], clientId: string, transactionalId: string) {
     this.#producer = new PltProducer({
@@ -553,7 +576,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     const tx = await this.#begin();
     this.#dirty = true;
     try {
-      for (const messages of chunkBySize(records.map(toMessage))) await tx.send({ messages });
+      for (const messages of chunkBySize(records.map(toMessage))) await this.#track(tx.send({ messages }));
     } catch (error) {
       throw classify(error, "producing in a transaction");
     }
@@ -574,7 +597,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
       for (const o of offsets) {
         // The library commits message.offset + 1, so hand it the last processed offset.
         // deno-lint-ignore no-explicit-any
-        await tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any);
+        await this.#track(tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any));
       }
     } catch (error) {
       throw classify(error, "adding offsets to a transaction");
@@ -599,6 +622,12 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     if (!tx || !this.#dirty) return;
     this.#tx = undefined;
     this.#dirty = false;
+    // End the transaction only once its requests have settled. A TxnOffsetCommit still retried
+    // after EndTxn(abort) reaches the group coordinator as a pending offset commit that no
+    // transaction ends (Kafka before KIP-890's transaction version 2): it holds every
+    // require_stable reader of that partition, and the producer's next commit marker makes it
+    // the committed offset, moving the partition to a stale position.
+    await settleWithin(Promise.allSettled([...this.#inflight]), ABORT_WAIT_MS);
     try {
       await tx.abort();
     } catch (error) {
