@@ -404,11 +404,13 @@ class PlatformaticConsumer implements GroupConsumer {
           }
         }
       } catch (error) {
-        if (Date.now() < until && !this.#closed) {
-          await new Promise((r) => setTimeout(r, 100));
+        // UNSTABLE_OFFSET_COMMIT: wait for as long as it lasts (the loop reports a long wait); other errors for a while.
+        const unstable = findErrorBy(error as Error, "apiId", "UNSTABLE_OFFSET_COMMIT") !== null;
+        if ((unstable || Date.now() < until) && !this.#closed && partitions.some((tp) => this.#held.has(key(tp.topic, tp.partition)))) {
+          await new Promise((r) => setTimeout(r, unstable ? 200 : 100));
           return attempt();
         }
-        this.#error ??= classify(error, `reading the stable committed offsets of group ${this.#options.groupId}`);
+        if (!this.#closed) this.#error ??= classify(error, `reading the stable committed offsets of group ${this.#options.groupId}`);
       }
       for (const tp of partitions) this.#held.delete(key(tp.topic, tp.partition));
       this.#wake();
@@ -418,6 +420,10 @@ class PlatformaticConsumer implements GroupConsumer {
 
   generation(): number {
     return this.#consumer.generationId;
+  }
+
+  held(): TopicPartition[] {
+    return [...this.#held].map((k) => this.#owned.get(k)).filter((tp): tp is TopicPartition => tp !== undefined);
   }
 
   groupMetadata(): GroupMetadata {

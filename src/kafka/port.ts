@@ -99,6 +99,11 @@ export interface GroupConsumer {
   generation?(): number;
   /** Who this member is now (see GroupMetadata). */
   groupMetadata(): GroupMetadata;
+  /**
+   * Owned partitions whose records are held back until their committed offset is stable (a
+   * transaction that commits offsets for them is pending): waiting, not stalled.
+   */
+  held?(): TopicPartition[];
   /** End offset (next offset to be written, read_committed) of each subscribed topic's partitions. */
   endOffsets(): Promise<CommitOffset[]>;
   /** Leaves the group. Idempotent. */

@@ -412,6 +412,7 @@ export class ConsumerLoop {
       let lastCheckpoint = Date.now();
       let lastRecord = Date.now();
       let lastAdvance = Date.now();
+      let heldWarnedAt = 0;
       while (!this.#stopRequested) {
         const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
         const now = Date.now();
@@ -426,9 +427,15 @@ export class ConsumerLoop {
             lastAdvance = now;
             await this.#processBatch(session, []);
           }
-          if (now - lastRecord >= STALL_RESTART_MS && (this.#lagging(session) || now - this.#endsAnsweredAt >= STALL_RESTART_MS)) {
+          const held = session.consumer.held?.() ?? [];
+          if (held.length && now - lastRecord >= STALL_RESTART_MS && now - heldWarnedAt >= STALL_RESTART_MS) {
+            // Waiting, not stalled: a fresh consumer would wait for the same transaction.
+            heldWarnedAt = now;
+            this.#log("warn", `${held.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")} wait for a stable committed offset: a transaction that commits offsets for them is still pending`);
+          }
+          if (now - lastRecord >= STALL_RESTART_MS && (this.#lagging(session, held) || now - this.#endsAnsweredAt >= STALL_RESTART_MS)) {
             this.counters.stallRestarts++;
-            const why = this.#lagging(session) ? `${this.#lagging(session)} has records to read` : "the consumer's requests go unanswered";
+            const why = this.#lagging(session, held) ? `${this.#lagging(session, held)} has records to read` : "the consumer's requests go unanswered";
             throw new FvError("KAFKA_RETRYABLE", `no records for ${Math.round((now - lastRecord) / 1000)} s while ${why}: starting a fresh consumer`);
           }
           if (settings.idleTimeoutMs > 0 && now - lastRecord >= settings.idleTimeoutMs) {
@@ -761,9 +768,11 @@ export class ConsumerLoop {
   }
 
   /** An owned partition ("topic:partition") whose known position is below its known end, if any. */
-  #lagging(session: Session): string | undefined {
+  #lagging(session: Session, held: TopicPartition[] = []): string | undefined {
+    const waiting = new Set(held.map((tp) => tpKey(tp.topic, tp.partition)));
     for (const tp of session.consumer.owned()) {
       const k = tpKey(tp.topic, tp.partition);
+      if (waiting.has(k)) continue;
       const end = this.#ends.get(k);
       const position = this.#positionOf(session, k);
       if (end !== undefined && position !== undefined && position < end) return `${tp.topic}:${tp.partition}`;
