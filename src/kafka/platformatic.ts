@@ -11,6 +11,7 @@ import {
   Admin as PltAdmin,
   Consumer as PltConsumer,
   findErrorBy,
+  murmur2,
   type Message,
   type MessagesStream,
   type GroupPartitionsAssigner,
@@ -186,6 +187,30 @@ function toMessage(r: OutboundRecord) {
     partition: r.partition,
     headers: r.headers ? new Map(r.headers.map(([k, v]) => [toBuffer(k)!, toBuffer(v)!])) : undefined,
   };
+}
+
+/**
+ * Checks that a send the library acknowledged wrote to every partition it had records for: the
+ * produce results name each partition written. In a fault soak, a transaction whose sends had
+ * all resolved held 3 of a batch's 437 records (the rest were never written, not even aborted),
+ * and its offsets committed: the rows were lost. Keyed records go where the library's default
+ * partitioner puts them (murmur2 of the key, modulo the partition count); keyless ones are not
+ * checked. A gap is retryable: the transaction aborts (exactly-once), the send is retried
+ * (at-least-once).
+ */
+export function checkWritten(producer: PltProducer, messages: ReturnType<typeof toMessage>[], result: unknown): void {
+  const offsets = (result as { offsets?: Array<{ topic: string; partition: number }> } | undefined)?.offsets;
+  if (!offsets) return;
+  const written = new Set(offsets.map((o) => `${o.topic}\u0000${o.partition}`));
+  const metadata = (producer as unknown as { currentMetadata?: { topics: Map<string, { partitionsCount: number }> } }).currentMetadata;
+  for (const m of messages) {
+    const count = metadata?.topics.get(m.topic)?.partitionsCount;
+    if (!count || (m.partition === undefined && !m.key)) continue;
+    const partition = m.partition !== undefined ? m.partition % count : (murmur2(m.key!) >>> 0) % count;
+    if (!written.has(`${m.topic}\u0000${partition}`)) {
+      throw new FvError("KAFKA_RETRYABLE", `the client acknowledged a send that wrote nothing to ${m.topic}[${partition}] (${offsets.length} partitions written)`);
+    }
+  }
 }
 
 /** Broker errors (by the library's `apiId`) that mean this member or producer was fenced. */
@@ -501,7 +526,7 @@ class PlatformaticProducer implements Producer {
   async send(records: OutboundRecord[]): Promise<void> {
     if (records.length === 0) return;
     try {
-      for (const messages of chunkBySize(records.map(toMessage))) await this.#producer.send({ messages });
+      for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#producer.send({ messages }));
     } catch (error) {
       throw classify(error, "producing");
     }
@@ -582,7 +607,7 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     const tx = await this.#begin();
     this.#dirty = true;
     try {
-      for (const messages of chunkBySize(records.map(toMessage))) await this.#track(tx.send({ messages }));
+      for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#track(tx.send({ messages })));
     } catch (error) {
       throw classify(error, "producing in a transaction");
     }

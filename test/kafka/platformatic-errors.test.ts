@@ -3,8 +3,10 @@
  * properties (not their messages).
  */
 import { describe, expect, test } from "bun:test";
-import { MultipleErrors, NetworkError, ProtocolError, TimeoutError, UserError } from "@platformatic/kafka";
-import { classify } from "../../src/kafka/platformatic.ts";
+import { Buffer } from "node:buffer";
+import { MultipleErrors, murmur2, NetworkError, ProtocolError, TimeoutError, UserError } from "@platformatic/kafka";
+import type { FvError } from "../../src/errors.ts";
+import { checkWritten, classify } from "../../src/kafka/platformatic.ts";
 
 describe("the platformatic adapter sorts library errors by their properties", () => {
   // A broker restart of ~20 s: the library retries a fetch 3 times, 1 s apart, then gives up with
@@ -33,5 +35,32 @@ describe("the platformatic adapter sorts library errors by their properties", ()
     expect(classify(new ProtocolError("TOPIC_AUTHORIZATION_FAILED"), "x").code).toBe("KAFKA_FATAL");
     expect(classify(new MultipleErrors("produce failed 1 times.", [new ProtocolError("INVALID_CONFIG")]), "x").code).toBe("KAFKA_FATAL");
     expect(classify(new UserError("Cannot produce to an already completed transaction."), "x").code).toBe("KAFKA_FATAL");
+  });
+});
+
+describe("a send the library acknowledged must have written to every partition it had records for", () => {
+  const producer = { currentMetadata: { topics: new Map([["out", { partitionsCount: 8 }]]) } } as never;
+  const keyed = (key: string) => ({ topic: "out", key: Buffer.from(key), value: Buffer.from("v"), partition: undefined, headers: undefined });
+  const partitionOf = (key: string) => (murmur2(Buffer.from(key)) >>> 0) % 8;
+
+  test("every partition named in the results: fine", () => {
+    const messages = [keyed("a"), keyed("b"), { ...keyed("c"), partition: 11 }];
+    const offsets = [...new Set([partitionOf("a"), partitionOf("b"), 3])].map((partition) => ({ topic: "out", partition, offset: 0n }));
+    expect(() => checkWritten(producer, messages, { offsets })).not.toThrow();
+  });
+
+  test("a partition missing from the results is a retryable failure that names it", () => {
+    // Two keys that the default partitioner puts in different partitions.
+    const other = ["k1", "k2", "k3", "k4", "k5"].find((k) => partitionOf(k) !== partitionOf("a"))!;
+    const messages = [keyed("a"), keyed(other)];
+    const offsets = [{ topic: "out", partition: partitionOf("a"), offset: 0n }];
+    let thrown: unknown;
+    try {
+      checkWritten(producer, messages, { offsets });
+    } catch (error) {
+      thrown = error;
+    }
+    expect((thrown as FvError).code).toBe("KAFKA_RETRYABLE");
+    expect((thrown as FvError).message).toContain(`wrote nothing to out[${partitionOf(other)}]`);
   });
 });
