@@ -7,12 +7,13 @@
  * On the Node engines the same runs `npm run start:node -- FILE`.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync, mkdtempSync, mkdirSync, rmSync, symlinkSync, writeFileSync, existsSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { lastRecord, logsOf, ROOT, startCli, TEST_ENGINE, waitFor } from "../helpers/cli.ts";
 import { createTopic, produce, uniqueName } from "../helpers/kafka.ts";
 import { transformFile } from "../helpers/pipelines.ts";
+import { alive, descendants } from "../helpers/processes.ts";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
@@ -35,36 +36,6 @@ function packageCopy(): string {
   }
   return dir;
 }
-
-/** Every process below `pid`, from /proc. */
-function descendants(pid: number): number[] {
-  const parents = new Map<number, number>();
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      // The command may hold spaces and parentheses: the fields after the last ")" are fixed.
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  const found: number[] = [];
-  const walk = (parent: number) => {
-    for (const [child, ppid] of parents) if (ppid === parent) (found.push(child), walk(child));
-  };
-  walk(pid);
-  return found;
-}
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
-  } catch {
-    return false;
-  }
-};
 
 const script = TEST_ENGINE.runtime === "node" ? "start:node" : "start";
 
