@@ -41,8 +41,9 @@ const USAGE = `usage:
   fv-streams validate --control-plane URL --pipeline ID
 
 A run stops in order on SIGINT/SIGTERM, POST /stop to the admin server, or the host's Stop.
+Exit codes: 0 stopped in order (or valid), 1 the run failed or a setting is bad, 2 a wrong command line.
 
-settings (environment):
+settings (environment; an empty value, NAME=, counts as unset and takes the default):
 ${[...settingsTable, ...CLI_SETTINGS].map(([name, meaning, fallback]) => `  ${name.padEnd(30)} ${meaning} (default: ${fallback})`).join("\n")}`;
 
 /** A host and what the engine needs besides it, for either kind of pipeline source. */
@@ -183,7 +184,7 @@ function processLogger(): Logger {
     return loggerFromEnv(process.env);
   } catch (error) {
     process.stderr.write(`fv-streams: ${(error as Error).message}\n`);
-    process.exit(2);
+    process.exit(1); // as for every bad setting; 2 is a wrong command line
   }
 }
 
