@@ -25,8 +25,9 @@ import { parseCommand, type PipelineSource, UsageError } from "./args.ts";
 import { AskOnceHost, brokersOf } from "./ask-once-host.ts";
 
 const CLI_SETTINGS: Array<[string, string, string]> = [
-  ["STREAM_ADMIN_ADDR", "where the admin server listens, host:port or off", "127.0.0.1:8686"],
-  ["STREAM_ADMIN_TOKEN", "bearer token POST /stop needs (required off loopback)", "none"],
+  ["STREAM_ADMIN_ADDR", "where the admin server listens: host:port ([v6]:port; port 0 picks a free one) or off", "127.0.0.1:8686"],
+  ["STREAM_ADMIN_TOKEN", "bearer token every admin route but /healthz and /readyz needs (POST /stop off loopback needs one)", "none"],
+  ["STREAM_ADMIN_METRICS_OPEN", "true: /metrics answers without STREAM_ADMIN_TOKEN (for a Prometheus scraper)", "false"],
   ["STREAM_LOG_FORMAT", "json or pretty", "pretty on a terminal, else json"],
   ["STREAM_LOG_LEVEL", "debug, info, warn or error", "info"],
   ["FV_CONTROL_PLANE_TOKEN", "bearer token sent to --control-plane", "none"],
@@ -57,6 +58,8 @@ interface Source {
   /** Makes the host's next heartbeat say Stop (the TOML host); the abort signal does the rest. */
   requestStop(): void;
   describe: string;
+  /** The pipeline is at hand (a file): check it before the admin port opens. A platform's is asked with retries, while the admin server answers. */
+  local: boolean;
 }
 
 function readPipeline(path: string) {
@@ -82,6 +85,7 @@ function openSource(source: PipelineSource, recordFile: string | undefined, log:
       flush: () => Promise.resolve(true),
       requestStop: () => host.requestStop(),
       describe: source.path,
+      local: true,
     };
   }
   const http = HttpHost.fromEnv(source.url, process.env, { log });
@@ -94,6 +98,7 @@ function openSource(source: PipelineSource, recordFile: string | undefined, log:
     flush: () => http.flush(),
     requestStop: () => {},
     describe: `${http.baseUrl} pipeline ${source.pipeline}`,
+    local: false,
   };
 }
 
@@ -129,7 +134,11 @@ async function run(source: Source, buildFlag: string | undefined, log: Logger): 
   process.on("SIGTERM", () => stop("SIGTERM received"));
   keepRunningOnStrayRejections(log);
 
-  const admin: AdminServer | undefined = await startAdminServer({ env: process.env, initial, stop: () => stop("POST /stop received"), log });
+  // A pipeline file that will not run opens no port: runStream then fails it (FAILED record, exit 1) as usual.
+  const runnable = !source.local || (await planStream(source.host, source.pipeline, { compute: computeConfig() }).then(() => true, () => false));
+  const admin: AdminServer | undefined = runnable
+    ? await startAdminServer({ env: process.env, initial, stop: () => stop("POST /stop received"), log })
+    : undefined;
   // The record names the admin URL, so whoever reads it (a platform, a test) finds the dashboard.
   if (admin) initial.admin = admin.url;
   admin?.update(initial);
