@@ -28,6 +28,8 @@ export interface AdminServerOptions {
 export interface AdminServer {
   /** `http://host:port` as bound, with the port actually listened on (`http://0.0.0.0:41234` for every address). */
   readonly url: string;
+  /** The URL to open on this machine: `url`, or its loopback form when bound to every address. */
+  readonly localUrl: string;
   /** The latest build record (and metric events): what /status, /readyz and /metrics answer from. */
   update(record: BuildRecord, metrics?: MetricsSnapshot): void;
   close(): Promise<void>;
@@ -106,6 +108,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   options.log("info", `admin listening on ${where}; ${stopSays}`, { url, bind: `${bracketed}:${served.port}`, dashboard, stop });
   return {
     url: bound,
+    localUrl: url,
     update(next, snapshot) {
       record = next;
       if (snapshot) metrics = snapshot;
