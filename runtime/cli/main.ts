@@ -19,7 +19,7 @@ import { computeConfig } from "./compute-config.ts";
 import { type BuildRecord, compileTopology, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable } from "../../src/index.ts";
 import { HttpHost } from "../hosts/http-host.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
-import { loggerFromEnv } from "../logging.ts";
+import { loggerFromEnv, stderrRecordWriter } from "../logging.ts";
 import { type AdminServer, startAdminServer } from "./admin-server.ts";
 import { parseCommand, type PipelineSource, UsageError } from "./args.ts";
 import { AskOnceHost, brokersOf } from "./ask-once-host.ts";
@@ -77,7 +77,7 @@ function openSource(source: PipelineSource, recordFile: string | undefined, log:
   if (source.kind === "file") {
     const file = readPipeline(source.path);
     const settings = parseSettings(process.env, file.brokers?.default);
-    const host = new TomlHost(file, { brokers: settings.brokers, writeRecord: writeFile ?? ((line) => void process.stderr.write(line + "\n")) });
+    const host = new TomlHost(file, { brokers: settings.brokers, writeRecord: writeFile ?? stderrRecordWriter(process.env) });
     return {
       host,
       pipeline: file.name,
