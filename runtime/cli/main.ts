@@ -16,7 +16,7 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import process from "node:process";
 import { computeConfig } from "./compute-config.ts";
-import { type BuildRecord, compileTopology, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable } from "../../src/index.ts";
+import { type BuildRecord, compileTopology, FvError, loadKafkaClient, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable, type StreamPlan } from "../../src/index.ts";
 import { HttpHost } from "../hosts/http-host.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
 import { loggerFromEnv, stderrRecordWriter } from "../logging.ts";
@@ -38,8 +38,9 @@ const USAGE = `usage:
   fv-streams run FILE [--record-file PATH]         run a pipeline file until stopped
   fv-streams run --control-plane URL --pipeline ID [--build ID] [--record-file PATH]
                                                    run a pipeline a platform serves (docs/control-plane.md)
-  fv-streams validate FILE                         check a pipeline file without consuming anything
-  fv-streams validate --control-plane URL --pipeline ID
+  fv-streams validate FILE [--offline]             check a pipeline file without consuming anything,
+                                                   and that its input topics exist (--offline: skip the brokers)
+  fv-streams validate --control-plane URL --pipeline ID [--offline]
 
 A run stops in order on SIGINT/SIGTERM, POST /stop to the admin server, or the host's Stop.
 Exit codes: 0 stopped in order (or valid), 1 the run failed or a setting is bad, 2 a wrong command line.
@@ -102,7 +103,36 @@ function openSource(source: PipelineSource, recordFile: string | undefined, log:
   };
 }
 
-async function validate(source: Source, where: string): Promise<number> {
+/**
+ * The input topics no stage produces, checked on the brokers: 0 when they all exist, 1 naming the
+ * missing ones. Brokers that do not answer leave them unchecked (a note, exit 0): the file is valid.
+ */
+async function checkInputTopics(source: Source, plan: StreamPlan): Promise<number> {
+  const settings = parseSettings(process.env, await source.defaultBrokers());
+  const stages = compileTopology(plan.topology).stages;
+  const produced = new Set(stages.map((s) => s.def.output));
+  const inputs = [...new Set(stages.flatMap((s) => s.def.inputs))].filter((d) => !produced.has(d));
+  if (inputs.length === 0) return 0;
+  const admin = (await loadKafkaClient(settings.kafkaClient))(settings.brokers.split(",")).admin({ clientId: `fv-validate-${source.pipeline}` });
+  try {
+    const counts = await admin.partitionCounts(inputs.map((d) => plan.bindings[d]!.topic));
+    const missing = inputs.filter((d) => counts.get(plan.bindings[d]!.topic) === undefined);
+    for (const d of missing) {
+      const stage = stages.find((s) => s.def.inputs.includes(d))!;
+      process.stdout.write(`  stage ${stage.index + 1}: input dataset "${d}" maps to topic "${plan.bindings[d]!.topic}", which does not exist on ${settings.brokers}: create it before run\n`);
+    }
+    if (missing.length === 0) process.stdout.write(`  input topics exist on ${settings.brokers}: ${inputs.map((d) => plan.bindings[d]!.topic).join(", ")}\n`);
+    return missing.length === 0 ? 0 : 1;
+  } catch (error) {
+    const why = error instanceof FvError && typeof error.context.unreachable === "string" ? `no broker answered at ${settings.brokers} (${error.context.unreachable})` : (error as Error).message;
+    process.stdout.write(`  input topics not checked: ${why}. --offline skips this check.\n`);
+    return 0;
+  } finally {
+    await admin.close().catch(() => {});
+  }
+}
+
+async function validate(source: Source, where: string, offline: boolean): Promise<number> {
   const plan = await planStream(source.host, source.pipeline, { compute: computeConfig() });
   const stages = compileTopology(plan.topology).stages;
   process.stdout.write(`${where}: pipeline "${source.pipeline}" is valid: ${stages.length} stage(s)\n`);
@@ -114,7 +144,7 @@ async function validate(source: Source, where: string): Promise<number> {
   for (const keying of planKeying(compileTopology(plan.topology), source.pipeline)) {
     process.stdout.write(`  stage ${keying.stage + 1}: ${keying.reason}\n`);
   }
-  return 0;
+  return offline ? 0 : checkInputTopics(source, plan);
 }
 
 async function run(source: Source, buildFlag: string | undefined, log: Logger): Promise<number> {
@@ -182,7 +212,7 @@ async function main(argv: string[], log: Logger): Promise<number> {
     return argv.length === 0 ? 2 : 0;
   }
   const where = command.source.kind === "file" ? command.source.path : command.source.url;
-  if (command.kind === "validate") return validate(openSource(command.source, undefined, log), where);
+  if (command.kind === "validate") return validate(openSource(command.source, undefined, log), where, command.offline);
   const source = openSource(command.source, command.recordFile, log);
   return run(source, command.source.kind === "control-plane" ? command.source.build : undefined, log);
 }
