@@ -13,7 +13,7 @@
  */
 import process from "node:process";
 import * as v from "valibot";
-import { FvError, type Logger, type LogLevel } from "../src/index.ts";
+import { type BuildRecord, FvError, type Logger, type LogLevel } from "../src/index.ts";
 
 export type LogFormat = "json" | "pretty";
 
@@ -146,6 +146,34 @@ export function loggerFromEnv(env: Record<string, string | undefined>, options: 
   const settings = parseLogSettings(env, isTTY);
   const color = options.color ?? (settings.format === "pretty" && isTTY && !env.NO_COLOR);
   return createLogger({ ...options, ...settings, color });
+}
+
+/**
+ * A build record as one line for a person at a terminal, like a pretty log line:
+ * `fv-streams 03:04:05.678 record RUNNING consumed=2000 emitted=900 … rate=50/s build=demo-1`.
+ */
+export function recordSummary(record: BuildRecord, now: Date = new Date()): string {
+  const m = record.metrics;
+  const figures = m
+    ? ` consumed=${m.consumed} emitted=${m.emitted} dropped=${m.dropped} poison=${m.poison} dead-lettered=${m.deadLettered} partitions=${m.partitions.length} rate=${m.recordsPerSecond}/s`
+    : "";
+  const error = record.error ? ` error=${JSON.stringify(record.error)}` : "";
+  return `fv-streams ${now.toISOString().slice(11, 23)} record ${record.status}${figures}${error} build=${record.id}`;
+}
+
+/**
+ * Where the build records of a run go on stderr: JSON lines for pipes, files and collectors;
+ * on a terminal in pretty log mode, one summary line each (`recordSummary`), so a 1 KB record
+ * does not land between the pretty lines every few seconds. `--record-file` keeps the JSON.
+ */
+export function stderrRecordWriter(
+  env: Record<string, string | undefined>,
+  options: { isTTY?: boolean; write?: (line: string) => void } = {},
+): (jsonLine: string) => void {
+  const isTTY = options.isTTY ?? process.stderr.isTTY === true;
+  const write = options.write ?? ((line: string) => void process.stderr.write(line + "\n"));
+  if (!isTTY || parseLogSettings(env, isTTY).format !== "pretty") return write;
+  return (jsonLine) => write(recordSummary(JSON.parse(jsonLine) as BuildRecord));
 }
 
 /**

@@ -9,12 +9,17 @@
  *   GET  /status    the build record, per-partition offset / lag / state size, per-stage figures
  *   POST /stop      ordered shutdown (Authorization: Bearer <STREAM_ADMIN_TOKEN>)
  *
+ * With a token, every route but the probes (/healthz, /readyz) needs it, and /metrics too unless
+ * `metricsOpen`; the dashboard page also takes it as `/?token=…` and sends it on its polls.
+ * Bound to loopback, a request whose Host is not a loopback name or address gets 403: a web page
+ * in a browser on this machine cannot read the admin server through a rebinding DNS name.
+ *
  * The app is a plain Hono app: serve it with `serveAdmin` from runtime/serve.ts.
  */
 import { Hono } from "hono";
 import type { BuildRecord } from "../../src/index.ts";
 import { PROMETHEUS_CONTENT_TYPE, type PartitionStatus } from "../../src/metrics/index.ts";
-import { isLoopback } from "./address.ts";
+import { hostOf, isLoopback } from "./address.ts";
 import { DASHBOARD_HTML } from "./dashboard.ts";
 
 export type { PartitionStatus };
@@ -57,8 +62,10 @@ export interface AdminAppOptions {
   metricsText(): Promise<string> | string;
   /** Starts the ordered shutdown; called once, however many times /stop is posted. */
   stop(): void;
-  /** STREAM_ADMIN_TOKEN: when set, POST /stop needs `Authorization: Bearer <token>`. */
+  /** STREAM_ADMIN_TOKEN: when set, every route but /healthz and /readyz needs `Authorization: Bearer <token>`. */
   token?: string;
+  /** STREAM_ADMIN_METRICS_OPEN: /metrics answers without the token, as Prometheus scrapers expect. */
+  metricsOpen?: boolean;
   /** Where the server listens (`host:port`): without a token, /stop is only taken on loopback. */
   bindAddress: string;
 }
@@ -112,6 +119,27 @@ export function createAdminApp(options: AdminAppOptions): Hono {
   const json = (body: unknown, status: number, headers: Record<string, string> = {}) =>
     new Response(toJson(body), { status, headers: { "content-type": "application/json; charset=utf-8", ...noStore, ...headers } });
 
+  // 1. On loopback, only requests for a loopback Host (DNS rebinding points a foreign name here).
+  app.use("*", async (c, next) => {
+    if (!loopbackOnly) return next();
+    const host = c.req.header("host") ?? new URL(c.req.url).host;
+    if (host && !isLoopback(host)) {
+      return json({ error: `the admin server listens on loopback (${options.bindAddress}) and answers requests for a loopback Host only, not ${JSON.stringify(host)}` }, 403);
+    }
+    return next();
+  });
+
+  // 2. With a token, everything but the probes (and /metrics when left open) needs it.
+  const open = new Set(["/healthz", "/readyz", ...(options.metricsOpen ? ["/metrics"] : [])]);
+  app.use("*", async (c, next) => {
+    if (!token || open.has(c.req.path)) return next();
+    const header = c.req.header("authorization") ?? "";
+    const given = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim() ?? (c.req.path === "/" ? c.req.query("token") : undefined);
+    if (given && sameSecret(given, token)) return next();
+    const how = c.req.path === "/" ? "the header Authorization: Bearer <STREAM_ADMIN_TOKEN>, or open /?token=<STREAM_ADMIN_TOKEN>" : "the header Authorization: Bearer <STREAM_ADMIN_TOKEN>";
+    return json({ error: `${c.req.method} ${c.req.path} needs ${how}` }, 401, { "www-authenticate": 'Bearer realm="fv-streams admin"' });
+  });
+
   app.get("/healthz", () => json({ status: "ok" }, 200));
 
   app.get("/readyz", () => {
@@ -132,26 +160,21 @@ export function createAdminApp(options: AdminAppOptions): Hono {
   app.get("/status", () => json(options.status(), 200));
 
   app.post("/stop", (c) => {
-    if (token) {
-      const header = c.req.header("authorization") ?? "";
-      const given = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim();
-      if (!given || !sameSecret(given, token)) {
-        return json({ error: "POST /stop needs the header Authorization: Bearer <STREAM_ADMIN_TOKEN>" }, 401, { "www-authenticate": 'Bearer realm="fv-streams admin"' });
-      }
-    } else {
+    // With a token, step 2 checked it. Without one, /stop is taken on loopback only.
+    if (!token) {
       if (!loopbackOnly) {
+        const host = hostOf(options.bindAddress);
+        const where = host === "0.0.0.0" || host === "::" || host === "" ? `${host || "0.0.0.0"} (every address)` : host;
         return json(
-          { error: `POST /stop is refused: no STREAM_ADMIN_TOKEN is set and the admin server listens on ${options.bindAddress}, which is not loopback. Set STREAM_ADMIN_TOKEN, or bind STREAM_ADMIN_ADDR to 127.0.0.1.` },
+          { error: `POST /stop is refused: no STREAM_ADMIN_TOKEN is set and the admin server listens on ${where}, which is not loopback. Set STREAM_ADMIN_TOKEN and send it as Authorization: Bearer <token>, or bind STREAM_ADMIN_ADDR to 127.0.0.1.` },
           403,
         );
       }
-      // Loopback without a token: only this machine reaches us, but so does any web page open
-      // in its browser. Refuse what a browser would send cross-site (an Origin, or a Host that
-      // a rebinding DNS name points here).
-      const host = c.req.header("host") ?? new URL(c.req.url).host;
+      // Loopback without a token: only this machine reaches us (step 1 checked the Host), but so
+      // does any web page open in its browser. Refuse what a browser sends cross-site: an Origin.
       const origin = c.req.header("origin");
       const originHost = origin ? (URL.canParse(origin) ? new URL(origin).host : origin) : undefined;
-      if ((host && !isLoopback(host)) || (originHost !== undefined && !isLoopback(originHost))) {
+      if (originHost !== undefined && !isLoopback(originHost)) {
         return json({ error: "POST /stop without a token is only taken from this machine (loopback Host, no cross-site Origin)" }, 403);
       }
     }

@@ -259,8 +259,10 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
     if (shape !== render.shape) { render.shape = shape; drawGraph(r.stages, status.stages); }
   }
 
+  // Opened as /?token=… when the server has STREAM_ADMIN_TOKEN: the polls send it as a bearer token.
+  var token = new URLSearchParams(location.search).get("token");
   function poll() {
-    fetch("status", { cache: "no-store" })
+    fetch("status", { cache: "no-store", headers: token ? { authorization: "Bearer " + token } : {} })
       .then(function (res) { if (!res.ok) throw new Error("HTTP " + res.status); return res.json(); })
       .then(function (status) { $("conn").textContent = "live"; render(status); })
       .catch(function (e) { $("conn").textContent = "disconnected (" + e.message + "), retrying"; })

@@ -3,11 +3,14 @@
  * live build record, served on STREAM_ADMIN_ADDR for as long as the build runs.
  *
  *   STREAM_ADMIN_ADDR    host:port, [v6]:port or off   default 127.0.0.1:8686 (port 0: a free one)
- *   STREAM_ADMIN_TOKEN   bearer token POST /stop needs; without it /stop is loopback-only
+ *   STREAM_ADMIN_TOKEN   bearer token every route but /healthz and /readyz needs; without it
+ *                        /stop is loopback-only
+ *   STREAM_ADMIN_METRICS_OPEN  true: /metrics answers without the token   default false
  */
 import type { BuildRecord, Logger } from "../../src/index.ts";
 import type { PartitionStatus } from "../../src/metrics/index.ts";
-import { parseAdminAddress } from "../admin/address.ts";
+import { FvError } from "../../src/index.ts";
+import { isLoopback, parseAdminAddress } from "../admin/address.ts";
 import { type AdminStatus, createAdminApp } from "../admin/app.ts";
 import { createMetricsText } from "../admin/metrics-text.ts";
 import type { MetricsSnapshot } from "../../src/metrics/index.ts";
@@ -23,8 +26,10 @@ export interface AdminServerOptions {
 }
 
 export interface AdminServer {
-  /** `http://host:port`, with the port actually listened on. */
+  /** `http://host:port` as bound, with the port actually listened on (`http://0.0.0.0:41234` for every address). */
   readonly url: string;
+  /** The URL to open on this machine: `url`, or its loopback form when bound to every address. */
+  readonly localUrl: string;
   /** The latest build record (and metric events): what /status, /readyz and /metrics answer from. */
   update(record: BuildRecord, metrics?: MetricsSnapshot): void;
   close(): Promise<void>;
@@ -57,6 +62,13 @@ function partitionsOf(record: BuildRecord): PartitionStatus[] {
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer | undefined> {
   const address = parseAdminAddress(options.env.STREAM_ADMIN_ADDR);
   if (!address) return undefined;
+  const token = options.env.STREAM_ADMIN_TOKEN?.trim() || undefined;
+  const metricsOpen = (options.env.STREAM_ADMIN_METRICS_OPEN ?? "").trim() || "false";
+  if (metricsOpen !== "true" && metricsOpen !== "false") {
+    throw new FvError("INVALID_SETTINGS", `invalid setting STREAM_ADMIN_METRICS_OPEN=${JSON.stringify(metricsOpen)}: STREAM_ADMIN_METRICS_OPEN must be true or false`, {
+      context: { field: "STREAM_ADMIN_METRICS_OPEN" },
+    });
+  }
   let record = options.initial;
   let metrics: MetricsSnapshot | undefined;
   const status = (): AdminStatus => ({ record, partitions: partitionsOf(record) });
@@ -65,7 +77,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     status,
     metricsText: createMetricsText({ sources: () => ({ record, partitions: partitionsOf(record), ...(metrics ? { snapshot: metrics } : {}) }) }),
     stop: options.stop,
-    token: options.env.STREAM_ADMIN_TOKEN,
+    token,
+    metricsOpen: metricsOpen === "true",
     bindAddress,
   });
   let served;
@@ -79,12 +92,23 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       { cause: error },
     );
   }
-  // 0.0.0.0 and :: listen everywhere; the URL a person on this machine opens is loopback.
-  const shown = address.hostname === "0.0.0.0" ? "127.0.0.1" : address.hostname === "::" ? "[::1]" : address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname;
-  const url = `http://${shown}:${served.port}`;
-  options.log("info", `admin listening on ${url}`, { url, dashboard: `${url}/`, stopNeedsToken: Boolean(options.env.STREAM_ADMIN_TOKEN?.trim()) });
+  const bracketed = address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname;
+  const bound = `http://${bracketed}:${served.port}`;
+  // 0.0.0.0 and :: listen on every address; the URL a person on this machine opens is loopback.
+  const everywhere = address.hostname === "0.0.0.0" || address.hostname === "::";
+  const url = everywhere ? `http://${address.hostname === "::" ? "[::1]" : "127.0.0.1"}:${served.port}` : bound;
+  const stop = token ? "token" : isLoopback(address.hostname) ? "loopback" : "refused";
+  const stopSays = {
+    token: "every route but /healthz and /readyz needs STREAM_ADMIN_TOKEN" + (metricsOpen === "true" ? " (/metrics is open: STREAM_ADMIN_METRICS_OPEN)" : ""),
+    loopback: "POST /stop is taken from this machine without a token",
+    refused: "POST /stop is refused (no STREAM_ADMIN_TOKEN, and this is not loopback); reads are open to the network",
+  }[stop];
+  const dashboard = `${url}/${token ? "?token=<STREAM_ADMIN_TOKEN>" : ""}`;
+  const where = everywhere ? `${bound} (every address; on this machine: ${dashboard})` : dashboard;
+  options.log("info", `admin listening on ${where}; ${stopSays}`, { url, bind: `${bracketed}:${served.port}`, dashboard, stop });
   return {
-    url,
+    url: bound,
+    localUrl: url,
     update(next, snapshot) {
       record = next;
       if (snapshot) metrics = snapshot;

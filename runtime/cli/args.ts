@@ -4,8 +4,8 @@
  *
  *   fv-streams run FILE [--record-file PATH]
  *   fv-streams run --control-plane URL --pipeline ID [--build ID] [--record-file PATH]
- *   fv-streams validate FILE
- *   fv-streams validate --control-plane URL --pipeline ID
+ *   fv-streams validate FILE [--offline]
+ *   fv-streams validate --control-plane URL --pipeline ID [--offline]
  */
 
 /** Where the pipeline comes from: a TOML file, or a platform over HTTP. */
@@ -16,7 +16,7 @@ export type PipelineSource =
 export type Command =
   | { kind: "help" }
   | { kind: "run"; source: PipelineSource; recordFile?: string }
-  | { kind: "validate"; source: PipelineSource };
+  | { kind: "validate"; source: PipelineSource; offline: boolean };
 
 /** A command line that cannot run; the message says what to write instead. */
 export class UsageError extends Error {
@@ -38,9 +38,15 @@ export function parseCommand(argv: readonly string[]): Command {
 
   const flags = new Map<ValueFlag, string>();
   const positional: string[] = [];
+  let offline = false;
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i]!;
     if (arg === "--help" || arg === "-h") return { kind: "help" };
+    if (arg === "--offline") {
+      if (command !== "validate") throw new UsageError("--offline goes with validate (it skips the check of the input topics on the brokers)");
+      offline = true;
+      continue;
+    }
     const [flag, inline] = arg.startsWith("--") && arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
     if ((VALUE_FLAGS as readonly string[]).includes(flag)) {
       const value = inline ?? rest[++i];
@@ -74,7 +80,7 @@ export function parseCommand(argv: readonly string[]): Command {
   if (command === "validate") {
     if (flags.has("--record-file")) throw new UsageError("validate writes no build record: drop --record-file");
     if (source.kind === "control-plane" && source.build) throw new UsageError("validate starts no build: drop --build");
-    return { kind: "validate", source };
+    return { kind: "validate", source, offline };
   }
   return { kind: "run", source, recordFile: flags.get("--record-file") };
 }

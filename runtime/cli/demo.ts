@@ -1,13 +1,14 @@
 /**
  * The demo `npm start` runs: creates the demo topics on the local broker, feeds sample trades
  * (a few of them poison), runs examples/demo.toml and prints what comes out with the counters.
- * Ctrl-C stops it in order.
+ * Serves the admin server (the dashboard) as `fv-streams run` does. Ctrl-C stops it in order.
  */
 import { readFileSync } from "node:fs";
 import process from "node:process";
 import { type BuildRecord, loadKafkaClient, type Logger, parseSettings, runStream } from "../../src/index.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
 import { packageRoot } from "../package-root.ts";
+import { type AdminServer, startAdminServer } from "./admin-server.ts";
 
 const file = new URL("examples/demo.toml", packageRoot);
 const pipeline = parsePipelineFile(readFileSync(file, "utf8"), "examples/demo.toml");
@@ -84,12 +85,38 @@ process.on("SIGINT", () => stop.abort());
 process.on("SIGTERM", () => stop.abort());
 process.stdout.write(`fv-streams demo: ${inputTopic} → filter price > 100 → ${outputTopic} (Ctrl-C to stop)\n`);
 
+// The dashboard, on STREAM_ADMIN_ADDR (127.0.0.1:8686 by default). When that default port is
+// taken (a stream of your own runs there), the demo takes a free one rather than not starting.
+const buildId = `demo-${Date.now()}`;
+const initial: BuildRecord = { id: buildId, pipeline: pipeline.name, kind: "stream", status: "STARTING" };
+const quiet: Logger = () => {}; // the demo prints its own line below
+const serveAdmin = (env: Record<string, string | undefined>) => startAdminServer({ env, initial, stop: () => stop.abort(), log: quiet });
+let adminServer: AdminServer | undefined;
+try {
+  adminServer = await serveAdmin(process.env);
+} catch (error) {
+  if (process.env.STREAM_ADMIN_ADDR) throw error;
+  adminServer = await serveAdmin({ ...process.env, STREAM_ADMIN_ADDR: "127.0.0.1:0" });
+}
+if (adminServer) {
+  initial.admin = adminServer.url;
+  adminServer.update(initial);
+  process.stdout.write(`dashboard: ${adminServer.localUrl}/\n`);
+}
+
 const host = new TomlHost(pipeline, { brokers: settings.brokers, writeRecord: (line) => printRecord(JSON.parse(line)) });
-const final = await runStream(host, pipeline.name, `demo-${Date.now()}`, { id: "demo", pipeline: pipeline.name, kind: "stream", status: "STARTING" }, {
-  settings,
-  log,
-  signal: stop.signal,
-});
+let final: BuildRecord;
+try {
+  final = await runStream(host, pipeline.name, buildId, initial, {
+    settings,
+    log,
+    signal: stop.signal,
+    onRecord: (record, metrics) => adminServer?.update(record, metrics),
+  });
+  adminServer?.update(final);
+} finally {
+  await adminServer?.close();
+}
 clearInterval(feeder);
 // What is still queued goes out before the end (a few tries), and the count says what did not.
 for (let i = 0; i < 5 && (feed.queue.length || feed.sending); i++) {

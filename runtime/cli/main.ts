@@ -16,17 +16,18 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import process from "node:process";
 import { computeConfig } from "./compute-config.ts";
-import { type BuildRecord, compileTopology, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable } from "../../src/index.ts";
+import { type BuildRecord, compileTopology, FvError, loadKafkaClient, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable, type StreamPlan } from "../../src/index.ts";
 import { HttpHost } from "../hosts/http-host.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
-import { loggerFromEnv } from "../logging.ts";
+import { loggerFromEnv, stderrRecordWriter } from "../logging.ts";
 import { type AdminServer, startAdminServer } from "./admin-server.ts";
 import { parseCommand, type PipelineSource, UsageError } from "./args.ts";
 import { AskOnceHost, brokersOf } from "./ask-once-host.ts";
 
 const CLI_SETTINGS: Array<[string, string, string]> = [
-  ["STREAM_ADMIN_ADDR", "where the admin server listens, host:port or off", "127.0.0.1:8686"],
-  ["STREAM_ADMIN_TOKEN", "bearer token POST /stop needs (required off loopback)", "none"],
+  ["STREAM_ADMIN_ADDR", "where the admin server listens: host:port ([v6]:port; port 0 picks a free one) or off", "127.0.0.1:8686"],
+  ["STREAM_ADMIN_TOKEN", "bearer token every admin route but /healthz and /readyz needs (POST /stop off loopback needs one)", "none"],
+  ["STREAM_ADMIN_METRICS_OPEN", "true: /metrics answers without STREAM_ADMIN_TOKEN (for a Prometheus scraper)", "false"],
   ["STREAM_LOG_FORMAT", "json or pretty", "pretty on a terminal, else json"],
   ["STREAM_LOG_LEVEL", "debug, info, warn or error", "info"],
   ["FV_CONTROL_PLANE_TOKEN", "bearer token sent to --control-plane", "none"],
@@ -37,12 +38,14 @@ const USAGE = `usage:
   fv-streams run FILE [--record-file PATH]         run a pipeline file until stopped
   fv-streams run --control-plane URL --pipeline ID [--build ID] [--record-file PATH]
                                                    run a pipeline a platform serves (docs/control-plane.md)
-  fv-streams validate FILE                         check a pipeline file without consuming anything
-  fv-streams validate --control-plane URL --pipeline ID
+  fv-streams validate FILE [--offline]             check a pipeline file without consuming anything,
+                                                   and that its input topics exist (--offline: skip the brokers)
+  fv-streams validate --control-plane URL --pipeline ID [--offline]
 
 A run stops in order on SIGINT/SIGTERM, POST /stop to the admin server, or the host's Stop.
+Exit codes: 0 stopped in order (or valid), 1 the run failed or a setting is bad, 2 a wrong command line.
 
-settings (environment):
+settings (environment; an empty value, NAME=, counts as unset and takes the default):
 ${[...settingsTable, ...CLI_SETTINGS].map(([name, meaning, fallback]) => `  ${name.padEnd(30)} ${meaning} (default: ${fallback})`).join("\n")}`;
 
 /** A host and what the engine needs besides it, for either kind of pipeline source. */
@@ -56,6 +59,8 @@ interface Source {
   /** Makes the host's next heartbeat say Stop (the TOML host); the abort signal does the rest. */
   requestStop(): void;
   describe: string;
+  /** The pipeline is at hand (a file): check it before the admin port opens. A platform's is asked with retries, while the admin server answers. */
+  local: boolean;
 }
 
 function readPipeline(path: string) {
@@ -73,7 +78,7 @@ function openSource(source: PipelineSource, recordFile: string | undefined, log:
   if (source.kind === "file") {
     const file = readPipeline(source.path);
     const settings = parseSettings(process.env, file.brokers?.default);
-    const host = new TomlHost(file, { brokers: settings.brokers, writeRecord: writeFile ?? ((line) => void process.stderr.write(line + "\n")) });
+    const host = new TomlHost(file, { brokers: settings.brokers, writeRecord: writeFile ?? stderrRecordWriter(process.env) });
     return {
       host,
       pipeline: file.name,
@@ -81,6 +86,7 @@ function openSource(source: PipelineSource, recordFile: string | undefined, log:
       flush: () => Promise.resolve(true),
       requestStop: () => host.requestStop(),
       describe: source.path,
+      local: true,
     };
   }
   const http = HttpHost.fromEnv(source.url, process.env, { log });
@@ -93,10 +99,40 @@ function openSource(source: PipelineSource, recordFile: string | undefined, log:
     flush: () => http.flush(),
     requestStop: () => {},
     describe: `${http.baseUrl} pipeline ${source.pipeline}`,
+    local: false,
   };
 }
 
-async function validate(source: Source, where: string): Promise<number> {
+/**
+ * The input topics no stage produces, checked on the brokers: 0 when they all exist, 1 naming the
+ * missing ones. Brokers that do not answer leave them unchecked (a note, exit 0): the file is valid.
+ */
+async function checkInputTopics(source: Source, plan: StreamPlan): Promise<number> {
+  const settings = parseSettings(process.env, await source.defaultBrokers());
+  const stages = compileTopology(plan.topology).stages;
+  const produced = new Set(stages.map((s) => s.def.output));
+  const inputs = [...new Set(stages.flatMap((s) => s.def.inputs))].filter((d) => !produced.has(d));
+  if (inputs.length === 0) return 0;
+  const admin = (await loadKafkaClient(settings.kafkaClient))(settings.brokers.split(",")).admin({ clientId: `fv-validate-${source.pipeline}` });
+  try {
+    const counts = await admin.partitionCounts(inputs.map((d) => plan.bindings[d]!.topic));
+    const missing = inputs.filter((d) => counts.get(plan.bindings[d]!.topic) === undefined);
+    for (const d of missing) {
+      const stage = stages.find((s) => s.def.inputs.includes(d))!;
+      process.stdout.write(`  stage ${stage.index + 1}: input dataset "${d}" maps to topic "${plan.bindings[d]!.topic}", which does not exist on ${settings.brokers}: create it before run\n`);
+    }
+    if (missing.length === 0) process.stdout.write(`  input topics exist on ${settings.brokers}: ${inputs.map((d) => plan.bindings[d]!.topic).join(", ")}\n`);
+    return missing.length === 0 ? 0 : 1;
+  } catch (error) {
+    const why = error instanceof FvError && typeof error.context.unreachable === "string" ? `no broker answered at ${settings.brokers} (${error.context.unreachable})` : (error as Error).message;
+    process.stdout.write(`  input topics not checked: ${why}. --offline skips this check.\n`);
+    return 0;
+  } finally {
+    await admin.close().catch(() => {});
+  }
+}
+
+async function validate(source: Source, where: string, offline: boolean): Promise<number> {
   const plan = await planStream(source.host, source.pipeline, { compute: computeConfig() });
   const stages = compileTopology(plan.topology).stages;
   process.stdout.write(`${where}: pipeline "${source.pipeline}" is valid: ${stages.length} stage(s)\n`);
@@ -108,7 +144,7 @@ async function validate(source: Source, where: string): Promise<number> {
   for (const keying of planKeying(compileTopology(plan.topology), source.pipeline)) {
     process.stdout.write(`  stage ${keying.stage + 1}: ${keying.reason}\n`);
   }
-  return 0;
+  return offline ? 0 : checkInputTopics(source, plan);
 }
 
 async function run(source: Source, buildFlag: string | undefined, log: Logger): Promise<number> {
@@ -128,7 +164,11 @@ async function run(source: Source, buildFlag: string | undefined, log: Logger): 
   process.on("SIGTERM", () => stop("SIGTERM received"));
   keepRunningOnStrayRejections(log);
 
-  const admin: AdminServer | undefined = await startAdminServer({ env: process.env, initial, stop: () => stop("POST /stop received"), log });
+  // A pipeline file that will not run opens no port: runStream then fails it (FAILED record, exit 1) as usual.
+  const runnable = !source.local || (await planStream(source.host, source.pipeline, { compute: computeConfig() }).then(() => true, () => false));
+  const admin: AdminServer | undefined = runnable
+    ? await startAdminServer({ env: process.env, initial, stop: () => stop("POST /stop received"), log })
+    : undefined;
   // The record names the admin URL, so whoever reads it (a platform, a test) finds the dashboard.
   if (admin) initial.admin = admin.url;
   admin?.update(initial);
@@ -172,7 +212,7 @@ async function main(argv: string[], log: Logger): Promise<number> {
     return argv.length === 0 ? 2 : 0;
   }
   const where = command.source.kind === "file" ? command.source.path : command.source.url;
-  if (command.kind === "validate") return validate(openSource(command.source, undefined, log), where);
+  if (command.kind === "validate") return validate(openSource(command.source, undefined, log), where, command.offline);
   const source = openSource(command.source, command.recordFile, log);
   return run(source, command.source.kind === "control-plane" ? command.source.build : undefined, log);
 }
@@ -183,7 +223,7 @@ function processLogger(): Logger {
     return loggerFromEnv(process.env);
   } catch (error) {
     process.stderr.write(`fv-streams: ${(error as Error).message}\n`);
-    process.exit(2);
+    process.exit(1); // as for every bad setting; 2 is a wrong command line
   }
 }
 

@@ -47,6 +47,11 @@ export function spawnChild(command: string[], options: SpawnOptions = {}): Child
     cwd: options.cwd,
     env: options.env ? { ...process.env, ...options.env } : process.env,
     stdio: ["pipe", "pipe", "pipe"],
+    // A process group of its own: a stop signal to the stream's group (Ctrl-C in a terminal,
+    // `kill -- -PGID`) reaches the stream only, which then stops its plugin and container
+    // processes in order (end of stdin, then SIGKILL). In the stream's group they died of the
+    // signal mid-stop and were started again. They still end with the stream: their stdin closes.
+    detached: true,
   });
   const started = new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve());

@@ -34,6 +34,11 @@ lines.on("line", (line) => {
   const message = JSON.parse(line) as ToPluginHost;
   queue = queue.then(() => handle(message));
 });
+// The stream stops this process in order: end of stdin (then it exits 0), or SIGKILL. A SIGINT or
+// SIGTERM meant for the stream and sent to every process of its unit (systemd's default
+// KillMode=control-group) must not end the plugin mid-stop, while the stream still needs it.
+process.on("SIGINT", () => {});
+process.on("SIGTERM", () => {});
 lines.on("close", () => {
   void queue.then(() => process.exit(0));
 });

@@ -13,6 +13,7 @@
  * record of each build and sends it as soon as the platform answers again.
  */
 import * as v from "valibot";
+import { describeIssues } from "../../src/control/schema-issues.ts";
 import { type BuildRecord, BuildSignal, type ControlPlane, FvError, type Logger, silentLogger, type TopicBinding, type Topology } from "../../src/index.ts";
 
 export interface HttpHostOptions {
@@ -135,7 +136,7 @@ export class HttpHost implements ControlPlane {
     this.#back();
     const parsed = v.safeParse(heartbeatSchema, outcome.body);
     if (!parsed.success) {
-      this.#log("warn", this.#invalid("POST", path, parsed.issues[0]!), { build: buildId });
+      this.#log("warn", this.#invalid("POST", path, heartbeatSchema, parsed.issues), { build: buildId });
       return BuildSignal.ContinueUnreachable;
     }
     if (this.#pending.size > 0) void this.#drain();
@@ -244,13 +245,13 @@ export class HttpHost implements ControlPlane {
   #check<S extends v.GenericSchema>(schema: S, body: unknown, method: string, path: string, code: "INVALID_TOPOLOGY" | "INVALID_SETTINGS"): v.InferOutput<S> {
     const result = v.safeParse(schema, body);
     if (result.success) return result.output;
-    const issue = result.issues[0]!;
-    throw new FvError(code, this.#invalid(method, path, issue), { context: { url: `${this.baseUrl}${path}`, field: v.getDotPath(issue) ?? "(body)" } });
+    const field = describeIssues(schema, result.issues).field || "(body)";
+    throw new FvError(code, this.#invalid(method, path, schema, result.issues), { context: { url: `${this.baseUrl}${path}`, field } });
   }
 
-  #invalid(method: string, path: string, issue: v.BaseIssue<unknown>): string {
-    const field = v.getDotPath(issue) ?? "(body)";
-    return `the control plane answered ${method} ${this.baseUrl}${path} with an invalid body: field "${field}": ${issue.message}`;
+  #invalid(method: string, path: string, schema: unknown, issues: v.BaseIssue<unknown>[]): string {
+    const described = describeIssues(schema, issues);
+    return `the control plane answered ${method} ${this.baseUrl}${path} with an invalid body: field "${described.field || "(body)"}": ${described.message}`;
   }
 
   /**

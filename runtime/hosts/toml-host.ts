@@ -17,6 +17,7 @@
  */
 import { parse as parseToml } from "smol-toml";
 import * as v from "valibot";
+import { describeIssues } from "../../src/control/schema-issues.ts";
 import { type BuildRecord, BuildSignal, type ControlPlane, FvError, type TopicBinding, type Topology } from "../../src/index.ts";
 
 const name = v.pipe(
@@ -24,7 +25,8 @@ const name = v.pipe(
   v.regex(/^[A-Za-z0-9._-]+$/, "name may hold letters, digits, '.', '_' and '-' (it becomes the group fv-stream-<name>)"),
 );
 
-const pipelineFileSchema = v.object({
+// Strict at the top, so a misspelt table (`[[transform]]`, `[dataset.x]`) is named, not ignored.
+const pipelineFileSchema = v.strictObject({
   name,
   brokers: v.optional(v.object({ default: v.optional(v.pipe(v.string(), v.regex(/^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$/, "use host:port[,host:port]"))) })),
   datasets: v.optional(
@@ -51,9 +53,9 @@ export function parsePipelineFile(text: string, path: string): PipelineFile {
   }
   const result = v.safeParse(pipelineFileSchema, raw);
   if (!result.success) {
-    const issue = result.issues[0]!;
-    const field = v.getDotPath(issue) ?? "(file)";
-    throw new FvError("INVALID_SETTINGS", `${path}: field "${field}": ${issue.message}`, { context: { field } });
+    const described = describeIssues(pipelineFileSchema, result.issues);
+    const field = described.field || "(file)";
+    throw new FvError("INVALID_SETTINGS", `${path}: field "${field}": ${described.message}`, { context: { field } });
   }
   return result.output;
 }

@@ -3,6 +3,7 @@
  * Every problem throws FvError INVALID_TOPOLOGY naming the stage, the step, the ref and the fix.
  */
 import * as v from "valibot";
+import { describeIssues } from "../control/schema-issues.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import { ContainerStep, containerCommand } from "./container-step.ts";
@@ -65,9 +66,8 @@ export async function createComputeStep(
   };
   const parsed = v.safeParse(computeStepSchemas, def);
   if (!parsed.success) {
-    const issue = parsed.issues[0]!;
-    const field = v.getDotPath(issue) ?? "op";
-    fail(field, issue.type === "strict_object" ? `unexpected field "${field}" for ${op}` : issue.message);
+    const { field, message } = describeIssues(computeStepSchemas, parsed.issues, op);
+    fail(field || "op", message);
   }
   const ref = def.ref;
   let manifest: TransformManifest;

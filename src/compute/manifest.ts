@@ -8,6 +8,7 @@
  * functions/README.md documents each one.
  */
 import * as v from "valibot";
+import { describeIssues } from "../control/schema-issues.ts";
 import type { StepDef } from "../control/types.ts";
 import { type ColumnDef, columnTypes } from "./columns.ts";
 
@@ -150,10 +151,7 @@ export function checkManifest(raw: unknown, where: { dir: string; file: string; 
   | { ok: false; field: string; message: string } {
   const parsed = v.safeParse(manifestSchema, raw);
   if (!parsed.success) {
-    const issue = parsed.issues[0]!;
-    const field = v.getDotPath(issue) ?? "";
-    const message = issue.type === "strict_object" ? `unexpected field "${field}"` : issue.message;
-    return { ok: false, field, message };
+    return { ok: false, ...describeIssues(manifestSchema, parsed.issues) };
   }
   const m = parsed.output;
   const problem = implProblem(m);

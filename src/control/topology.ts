@@ -4,6 +4,7 @@ import type { FunctionRegistry, Row } from "../expr/index.ts";
 import { computeOps, computeStepSchemas } from "../compute/step-schemas.ts";
 import { type CompiledOperator, operatorSteps } from "../ops/index.ts";
 import { type InlineStep, inlineSteps } from "../steps/index.ts";
+import { describeIssues } from "./schema-issues.ts";
 import type { StageDef, Topology } from "./types.ts";
 
 const datasetName = v.pipe(v.string("a dataset name is a string"), v.minLength(1, "a dataset name cannot be empty"));
@@ -73,11 +74,6 @@ function where(stage: number, step?: number, op?: string, field?: string): strin
   return at;
 }
 
-function firstIssue(issues: v.BaseIssue<unknown>[]): { field: string; message: string } {
-  const issue = issues[0]!;
-  return { field: v.getDotPath(issue) ?? "", message: issue.message };
-}
-
 /**
  * Checks a topology and compiles its steps. Runs before anything is consumed: an invalid topology
  * throws an FvError (INVALID_TOPOLOGY) whose message names the stage, the step and the field.
@@ -89,7 +85,7 @@ function firstIssue(issues: v.BaseIssue<unknown>[]): { field: string; message: s
 export function compileTopology(topology: unknown, options: { functions?: FunctionRegistry } = {}): CompiledTopology {
   const top = v.safeParse(topologySchema, topology);
   if (!top.success) {
-    const { field, message } = firstIssue(top.issues);
+    const { field, message } = describeIssues(topologySchema, top.issues);
     fail(`invalid topology: field "${field || "stages"}": ${message}`, { field: field || "stages" });
   }
   const stages = top.output.stages.map((raw, index) => compileStage(raw, index, options.functions));
@@ -99,7 +95,7 @@ export function compileTopology(topology: unknown, options: { functions?: Functi
 function compileStage(raw: unknown, index: number, functions?: FunctionRegistry): CompiledStage {
   const parsed = v.safeParse(stageSchema, raw);
   if (!parsed.success) {
-    const { field, message } = firstIssue(parsed.issues);
+    const { field, message } = describeIssues(stageSchema, parsed.issues);
     const stepMatch = /^steps\.(\d+)\.?(.*)$/.exec(field);
     if (stepMatch) {
       const step = Number(stepMatch[1]);
@@ -127,9 +123,9 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
     if (isComputeOp(step.op)) {
       const parsed = v.safeParse(computeStepSchemas, step);
       if (!parsed.success) {
-        const issue = parsed.issues[0]!;
-        const field = v.getDotPath(issue) ?? "ref";
-        const message = issue.type === "strict_object" ? `unexpected field "${field}" for ${step.op}` : issue.message;
+        const described = describeIssues(computeStepSchemas, parsed.issues, step.op);
+        const field = described.field || "ref";
+        const message = described.message;
         fail(`invalid topology: ${where(index, stepIndex, step.op, field)}: ${message}`, { stage: index + 1, step: stepIndex + 1, field, op: step.op });
       }
       compute = { op: step.op, ref: parsed.output.ref, step: stepIndex };
@@ -168,9 +164,7 @@ function compileOperator(raw: { op: string }, stage: number, step: number, input
   const kind = operatorSteps[raw.op]!;
   const parsed = v.safeParse(kind.schema, raw);
   if (!parsed.success) {
-    const issue = parsed.issues[0]!;
-    const field = v.getDotPath(issue) ?? "";
-    const message = issue.type === "strict_object" ? `unexpected field "${field}" for ${raw.op}` : issue.message;
+    const { field, message } = describeIssues(kind.schema, parsed.issues, raw.op);
     fail(`invalid topology: ${where(stage, step, raw.op, field)}: ${message}`, { stage: stage + 1, step: step + 1, field, op: raw.op });
   }
   try {
@@ -195,9 +189,7 @@ function compileStep(raw: { op: string }, stage: number, step: number, functions
   }
   const parsed = v.safeParse(kind.schema, raw);
   if (!parsed.success) {
-    const issue = parsed.issues[0]!;
-    const field = v.getDotPath(issue) ?? "";
-    const message = issue.type === "strict_object" ? `unexpected field "${field}" for ${op}` : issue.message;
+    const { field, message } = describeIssues(kind.schema, parsed.issues, op);
     fail(`invalid topology: ${where(stage, step, op, field)}: ${message}`, { stage: stage + 1, step: step + 1, field, op });
   }
   try {

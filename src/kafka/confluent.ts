@@ -99,7 +99,12 @@ function classify(error: unknown, what: string): FvError {
   const retryable = e?.isRetriable || e?.isTxnRequiresAbort ||
     (code !== undefined && ([ERR.TIMED_OUT, ERR.MSG_TIMED_OUT, ERR.ALL_BROKERS_DOWN, ERR.TRANSPORT] as number[]).includes(code));
   const fvCode = fenced ? "KAFKA_FENCED" : retryable ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
-  return new FvError(fvCode, `${what} failed: ${text}${code !== undefined ? ` (librdkafka ${code})` : ""}`, { cause: error });
+  // No broker answered at all: run-stream.ts says so where the stream starts.
+  const unreachable = code === ERR.ALL_BROKERS_DOWN ? "all brokers down" : code === ERR.TRANSPORT ? "no connection" : code === ERR.TIMED_OUT ? "a timeout" : undefined;
+  return new FvError(fvCode, `${what} failed: ${text}${code !== undefined ? ` (librdkafka ${code})` : ""}`, {
+    cause: error,
+    ...(unreachable ? { context: { unreachable } } : {}),
+  });
 }
 
 /** How long a transactional call is called again while librdkafka says its error is retriable. */

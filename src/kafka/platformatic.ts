@@ -238,7 +238,18 @@ export function classify(error: unknown, what: string): FvError {
   // deno-lint-ignore no-explicit-any
   const nested = (error as any)?.errors as unknown[] | undefined;
   const detail = Array.isArray(nested) && nested.length ? ` (${[...new Set(nested.map((e) => (e as Error)?.message ?? String(e)))].slice(0, 3).join("; ")})` : "";
-  return new FvError(code, `${what} failed: ${text}${detail}`, { cause: error });
+  // No broker answered at all: say so where the stream starts (run-stream.ts), not "metadata failed 4 times".
+  // The library's NetworkError holds the socket's error (ECONNREFUSED, ETIMEDOUT …) as its cause.
+  const network = findErrorBy(error as Error, "code", "PLT_KFK_NETWORK");
+  const socketCode = (network?.cause as { code?: unknown } | undefined)?.code;
+  const unreachable = socketCode === "ECONNREFUSED"
+    ? "connection refused"
+    : socketCode === "ETIMEDOUT" || has("code", "PLT_KFK_TIMEOUT")
+    ? "a timeout"
+    : network
+    ? `no connection${typeof socketCode === "string" ? `: ${socketCode}` : ""}`
+    : undefined;
+  return new FvError(code, `${what} failed: ${text}${detail}`, { cause: error, ...(unreachable ? { context: { unreachable } } : {}) });
 }
 
 class PlatformaticConsumer implements GroupConsumer {

@@ -224,7 +224,9 @@ export class ConsumerLoop {
     return session.consumer.owned().map((tp) => {
       const size = session.tasks.active ? session.tasks.sizeOf(tp.topic, tp.partition) : undefined;
       const k = tpKey(tp.topic, tp.partition);
-      const position = this.#positions.get(k) ?? this.#committed.get(k);
+      // A partition with nothing processed since it was assigned (kept through a rebalance, or
+      // no new records) shows its committed offset, looked up at most every 2 s, not none.
+      const position = this.#positions.get(k) ?? this.#committed.get(k) ?? this.#positionOf(session, k);
       const end = this.#ends.get(k);
       return {
         ...tp,
@@ -389,9 +391,13 @@ export class ConsumerLoop {
               this.#pending.delete(k);
               this.#committed.delete(k);
               this.#positions.delete(k);
+              this.#startOffsets.delete(k);
               for (const u of this.#upstream.keys()) if (u.endsWith(`:${k}`)) this.#upstream.delete(u);
             }
-            for (const tp of assigned) this.#committed.delete(tpKey(tp.topic, tp.partition));
+            for (const tp of assigned) {
+              this.#committed.delete(tpKey(tp.topic, tp.partition));
+              this.#startOffsets.delete(tpKey(tp.topic, tp.partition)); // looked up again: it may have moved while another member owned it
+            }
             // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
             tasks.release(owned, revoked);
             // Restore the state of new partitions now: the process is not ready until it is back.

@@ -2,16 +2,45 @@ import type { Row } from "../expr/index.ts";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
-export type Decoded = { row: Row } | { poison: "invalid_json" | "not_object"; detail: string };
+export type Decoded = { row: Row } | { poison: "invalid_json" | "not_object" | "number_out_of_range"; detail: string };
 
-/** A message value as a row: it must be a JSON object. Anything else is a poison row. */
+/**
+ * Text that may hold a number beyond the double range: an exponent of three digits or more, or
+ * 309 digits in a row. Most values have neither, so they skip the slower parse with a reviver; a
+ * match inside a string only costs that parse.
+ */
+const MAYBE_HUGE = /\d[eE][+-]?\d{3}|\d{309}/;
+
+/** The path of the first number JSON.parse read as ±Infinity, or undefined. */
+function infiniteNumber(text: string): string | undefined {
+  let found: string | undefined;
+  JSON.parse(text, function (key, value) {
+    if (found === undefined && typeof value === "number" && !Number.isFinite(value)) found = key;
+    return value;
+  });
+  return found;
+}
+
+/**
+ * A message value as a row: it must be a JSON object. Anything else is a poison row, and so is
+ * a number outside the double range (`1e400`): JSON.parse reads it as Infinity, which would be
+ * written back as null, silently changing the value.
+ */
 export function decodeRow(value: Uint8Array | null): Decoded {
   if (value === null) return { poison: "not_object", detail: "the value is null (a tombstone), not a JSON object" };
   let parsed: unknown;
+  let text: string;
   try {
-    parsed = JSON.parse(decoder.decode(value));
+    text = decoder.decode(value);
+    parsed = JSON.parse(text);
   } catch (error) {
     return { poison: "invalid_json", detail: `the value is not JSON: ${(error as Error).message}` };
+  }
+  if (MAYBE_HUGE.test(text)) {
+    const key = infiniteNumber(text);
+    if (key !== undefined) {
+      return { poison: "number_out_of_range", detail: `the number in "${key}" is outside the range of a double (about ±1.8e308); send it as a string` };
+    }
   }
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
     return { poison: "not_object", detail: `the value is JSON but not an object: ${Array.isArray(parsed) ? "a list" : JSON.stringify(parsed)?.slice(0, 40)}` };

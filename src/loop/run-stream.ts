@@ -194,6 +194,16 @@ export async function runStream(
  */
 const STATE_BATCH_MAX_BYTES = 64 * 1024 * 1024;
 
+/** An adapter's error that says no broker answered (context `unreachable`), worded for the user who set the brokers. */
+function noBrokerAnswered(error: unknown, brokers: string): unknown {
+  if (!(error instanceof FvError) || typeof error.context.unreachable !== "string") return error;
+  return new FvError(
+    error.code,
+    `no broker answered at ${brokers} (${error.context.unreachable}). Check that Kafka is running and listens on that address (scripts/kafka.sh status for the local one), and that STREAM_BROKERS (or the pipeline's brokers) names it. ${error.message}`,
+    { cause: error, context: { ...error.context, brokers } },
+  );
+}
+
 /**
  * Checks inputs exist, then creates missing outputs and dead-letter topics with the input's
  * partition count, and the engine's internal topics: repartition topics and the state topic.
@@ -210,7 +220,10 @@ async function prepareTopics(
     const compiled = compileTopology(plan.topology);
     const producedBy = new Set(compiled.stages.map((s) => s.def.output));
     const inputs = [...new Set(compiled.stages.flatMap((s) => s.def.inputs))];
-    const counts = await admin.partitionCounts(inputs.map((d) => plan.bindings[d]!.topic));
+    // The first request to the brokers: when none answers, say so and what to check.
+    const counts = await admin.partitionCounts(inputs.map((d) => plan.bindings[d]!.topic)).catch((error) => {
+      throw noBrokerAnswered(error, settings.brokers);
+    });
     const partitionsOf = (dataset: string): number | undefined => counts.get(plan.bindings[dataset]!.topic);
     const specs: TopicSpec[] = [];
     for (const stage of compiled.stages) {

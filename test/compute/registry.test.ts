@@ -81,7 +81,9 @@ describe("transform registry", () => {
 
   test.each([
     ["TOML that does not parse", 'id = "x"\nversion = ', "not valid TOML"],
-    ["an unknown field", `${wasmManifest("x", enrichWasm)}batchsize = 3`, 'unexpected field "batchsize"'],
+    ["a misspelt field", `${wasmManifest("x", enrichWasm)}batchsize = 3`, 'field "batchsize": unknown field "batchsize" (did you mean "batchSize"?)'],
+    ["an unknown field", `${wasmManifest("x", enrichWasm)}colour = "red"`, 'field "colour": unknown field "colour"; known fields: "id", "version"'],
+    ["a missing field", 'version = "1"\nimpl = "wasm"\nentry = "x.wasm"', 'field "id": missing field "id"'],
     ["an unknown column type", `${wasmManifest("x", enrichWasm)}[[inputs]]\ncolumns = [{ name = "a", type = "text" }]`, 'field "inputs.0.columns.0.type": type is one of string, number'],
     ["a missing module", wasmManifest("x", "missing.wasm"), 'field "entry":'],
     ["a wasm transform without entry", 'id = "x"\nversion = "1"\nimpl = "wasm"', 'a wasm transform needs entry = "<file>.wasm"'],
@@ -115,7 +117,7 @@ describe("transform registry", () => {
     const mismatch = await failure(() => createComputeStep({ op: "container", ref: "enrich-order" }, registry, host, { stage: 0, step: 0 }));
     expect(mismatch.message).toContain('is impl = "wasm": write op = "wasm"');
     const extra = await failure(() => createComputeStep({ op: "wasm", ref: "enrich-order", batch: 3 } as { op: string; ref: string }, registry, host, { stage: 0, step: 0 }));
-    expect(extra.message).toContain('unexpected field "batch" for wasm');
+    expect(extra.message).toContain('field "batch": unknown field "batch" for wasm; known fields: "op", "ref"');
     const badRef = await failure(() => createComputeStep({ op: "wasm", ref: "enrich order" }, registry, host, { stage: 0, step: 0 }));
     expect(badRef.message).toContain('ref is "id" or "id@version"');
   });

@@ -60,6 +60,32 @@ describe("compileTopology", () => {
     expect(e.message).toContain('stage 1, step 1 (op "filter"), field "expression"');
   });
 
+  test("a missing required field says missing, and a misspelt key is named with the field it was meant to be", () => {
+    const message = (step: Record<string, unknown>) => errorOf(() => compileTopology({ stages: [stage([step])] })).message;
+    expect(message({ op: "select", colums: ["a"] })).toBe(
+      'invalid topology: stage 1, step 1 (op "select"), field "columns": missing field "columns" for select; unknown field "colums" (did you mean "columns"?)',
+    );
+    expect(message({ op: "filter" })).toBe('invalid topology: stage 1, step 1 (op "filter"), field "expression": missing field "expression" for filter');
+    expect(message({ op: "filter", expresion: "a > 1" })).toContain('missing field "expression" for filter; unknown field "expresion" (did you mean "expression"?)');
+    expect(message({ op: "rename", maping: { a: "b" } })).toContain('field "mapping": missing field "mapping" for rename; unknown field "maping" (did you mean "mapping"?)');
+    expect(message({ op: "windowedAggregate", timeColumn: "ts", groupBy: ["k"], aggs: [{ op: "count", alias: "n" }] })).toContain(
+      'field "windowMs": missing field "windowMs" for windowedAggregate',
+    );
+  });
+
+  test("an unknown field close to an optional one suggests it, and one close to none lists the known fields", () => {
+    const message = (step: Record<string, unknown>) => errorOf(() => compileTopology({ stages: [stage([step])] })).message;
+    const window = { op: "windowedAggregate", timeColumn: "ts", windowMs: 60_000, groupBy: ["k"], aggs: [{ op: "count", alias: "n" }] };
+    expect(message({ ...window, slidems: 1000 })).toContain('field "slidems": unknown field "slidems" (did you mean "slideMs"?)');
+    expect(message({ op: "select", columns: ["a"], colour: "red" })).toContain('field "colour": unknown field "colour" for select; known fields: "op", "columns"');
+    expect(message({ op: "wasm", ref: "x", batch: 3 })).toContain('field "batch": unknown field "batch" for wasm; known fields: "op", "ref"');
+  });
+
+  test("a stage without its output says the field is missing", () => {
+    const e = errorOf(() => compileTopology({ stages: [{ inputs: ["a"], outpt: "b", steps: [] }] }));
+    expect(e.message).toBe('invalid topology: stage 1, field "output": missing field "output"; unknown field "outpt" (did you mean "output"?)');
+  });
+
   test("a stage without inputs is refused", () => {
     const e = errorOf(() => compileTopology({ stages: [{ inputs: [], output: "out", steps: [] }] }));
     expect(e.message).toContain('stage 1, field "inputs"');

@@ -90,6 +90,8 @@ export interface CliOptions {
   env?: Record<string, string>;
   /** Working directory; default the repository root. */
   cwd?: string;
+  /** Start the run as the leader of a process group of its own (so a test can signal the whole group, as Ctrl-C does). */
+  detached?: boolean;
 }
 
 export function startCli(args: string[], options: CliOptions = {}): CliRun {
@@ -102,6 +104,7 @@ export function startCli(args: string[], options: CliOptions = {}): CliRun {
     // Port 0: runs in parallel (and a developer's own stream on 8686) never collide.
     env: { ...process.env, STREAM_HEARTBEAT_INTERVAL_MS: "200", STREAM_RECORD_INTERVAL_MS: "500", STREAM_ADMIN_ADDR: "127.0.0.1:0", ...client, ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: options.detached ?? false,
   });
   const run: CliRun = { child, lines: [], records: [], logs: [], exited: undefined as never };
   let buffer = "";

@@ -442,6 +442,7 @@ describe("the command line", () => {
     expect(valid.lines).toEqual([
       `${platform.url}: pipeline "${t.name}" is valid: 1 stage(s)`,
       `  stage 1: trades (topic ${t.input}) → large (topic ${t.output}): filter`,
+      expect.stringMatching(new RegExp(`^  input topics exist on \\S+: ${t.input}$`)),
     ]);
 
     const unknown = await runCli(["validate", "--control-plane", platform.url, "--pipeline", "no-such-pipeline"]);

@@ -62,10 +62,10 @@ const sortedEntries = <V>(m: Map<string, V>) => [...m.entries()].sort(([a], [b])
 describe("repartition through fv-repartition-<name>-<stage>", () => {
   test("validate names the hop and why", async () => {
     const file = windowedCountPipeline("validate-hop", "trades", "counts", "g");
-    const result = await runCli(["validate", file]);
+    const result = await runCli(["validate", file, "--offline"]); // the topics are not made: only the keying is read
     expect(result.code).toBe(0);
     expect(result.lines).toContain('  stage 1: repartition through fv-repartition-validate-hop-1 keyed by [g]: input "trades" is keyed by its message key, not by [g]');
-    const off = await runCli(["validate", windowedCountPipeline("validate-nohop", "trades", "counts", "g", { repartition: false })]);
+    const off = await runCli(["validate", windowedCountPipeline("validate-nohop", "trades", "counts", "g", { repartition: false }), "--offline"]);
     expect(off.lines).toContain("  stage 1: no repartition: step 1 (windowedAggregate) sets repartition = false (the inputs must already be keyed by [g])");
   });
 

@@ -125,3 +125,24 @@ describe("closing a session", () => {
     expect(log.commits).toBe(1);
   }, 30_000);
 });
+
+describe("what the loop reports of its partitions", () => {
+  // Seen with STREAM_CONSUMERS=2: after a rebalance, /status showed "–" for the offset and lag of
+  // owned partitions that had nothing new to process in the new assignment.
+  test("an owned partition with nothing processed since its assignment shows its committed offset and lag", async () => {
+    const { client } = scriptedClient([]);
+    const consumer = client.consumer({} as never);
+    consumer.owned = () => [{ topic: "in", partition: 0 }, { topic: "in", partition: 1 }];
+    consumer.endOffsets = async () => [{ topic: "in", partition: 0, offset: 10n }, { topic: "in", partition: 1, offset: 10n }];
+    const admin = client.admin({ clientId: "x" });
+    (admin as { committedOffsets: unknown }).committedOffsets = async () => [{ topic: "in", partition: 0, offset: 5n }, { topic: "in", partition: 1, offset: 7n }];
+    const loop = new ConsumerLoop(plan({}), client, quiet);
+    const running = loop.run();
+    const until = Date.now() + 10_000;
+    while ((loop.owned().length === 0 || loop.owned().some((p) => p.lag === undefined)) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    const seen = loop.owned();
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(seen).toEqual([{ topic: "in", partition: 0, offset: 5, lag: 5 }, { topic: "in", partition: 1, offset: 7, lag: 3 }]);
+  }, 30_000);
+});

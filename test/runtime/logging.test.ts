@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { FvError } from "../../src/index.ts";
-import { classifyStderrLine, createLogger, type LoggerOptions, loggerFromEnv, parseLogSettings, withContext } from "../../runtime/logging.ts";
+import { classifyStderrLine, createLogger, type LoggerOptions, loggerFromEnv, parseLogSettings, stderrRecordWriter, withContext } from "../../runtime/logging.ts";
 
 const AT = new Date("2026-01-02T03:04:05.678Z");
 
@@ -77,5 +77,32 @@ describe("logging", () => {
     expect(classifyStderrLine(record)).toBe("record");
     expect(classifyStderrLine("fv-streams info  hello")).toBe("text");
     expect(classifyStderrLine("{not json")).toBe("text");
+  });
+});
+
+describe("build records on stderr", () => {
+  const RECORD = {
+    id: "demo-1", pipeline: "demo", kind: "stream", status: "RUNNING",
+    metrics: { consumed: 2000, emitted: 900, dropped: 1000, poison: 100, deadLettered: 100, partitions: [{ topic: "t", partition: 0 }], recordsPerSecond: 50 },
+  };
+  const writer = (env: Record<string, string>, isTTY: boolean) => {
+    const lines: string[] = [];
+    return { write: stderrRecordWriter(env, { isTTY, write: (l) => lines.push(l) }), lines };
+  };
+
+  test("on a terminal in pretty mode a record is one summary line that reads as text, not a 1 KB JSON object", () => {
+    const { write, lines } = writer({}, true);
+    write(JSON.stringify(RECORD));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^fv-streams \d\d:\d\d:\d\d\.\d{3} record RUNNING consumed=2000 emitted=900 dropped=1000 poison=100 dead-lettered=100 partitions=1 rate=50\/s build=demo-1$/);
+    expect(classifyStderrLine(lines[0]!)).toBe("text");
+  });
+
+  test("for a pipe, or STREAM_LOG_FORMAT=json on a terminal, records stay JSON lines", () => {
+    for (const [env, isTTY] of [[{}, false], [{ STREAM_LOG_FORMAT: "json" }, true], [{ STREAM_LOG_FORMAT: "pretty" }, false]] as const) {
+      const { write, lines } = writer(env, isTTY);
+      write(JSON.stringify(RECORD));
+      expect(classifyStderrLine(lines[0]!)).toBe("record");
+    }
   });
 });

@@ -148,6 +148,53 @@ describe("the admin app", () => {
     expect(s.stops()).toBe(0);
   });
 
+  test("with STREAM_ADMIN_TOKEN every route but /healthz and /readyz needs it; the dashboard page also takes ?token=", async () => {
+    const s = fakeStream();
+    const app = createAdminApp(s.options({ bindAddress: "0.0.0.0:8686", token: "s3cret" }));
+    const bearer = { authorization: "Bearer s3cret" };
+    for (const path of ["/healthz", "/readyz"]) expect((await app.request(path)).status).not.toBe(401);
+    for (const path of ["/", "/status", "/metrics", "/nope"]) {
+      const refused = await app.request(path);
+      expect({ path, status: refused.status }).toEqual({ path, status: 401 });
+      expect(((await refused.json()) as { error: string }).error).toContain(`GET ${path} needs the header Authorization: Bearer <STREAM_ADMIN_TOKEN>`);
+      expect((await app.request(path, { headers: { authorization: "Bearer wrong" } })).status).toBe(401);
+    }
+    for (const path of ["/", "/status", "/metrics"]) expect((await app.request(path, { headers: bearer })).status).toBe(200);
+    expect((await app.request("/?token=s3cret")).status).toBe(200);
+    expect((await app.request("/status?token=s3cret")).status).toBe(401); // only the page takes it in the URL
+    expect(((await (await app.request("/")).json()) as { error: string }).error).toContain("or open /?token=<STREAM_ADMIN_TOKEN>");
+  });
+
+  test("STREAM_ADMIN_METRICS_OPEN leaves /metrics open to a scraper without the token, and nothing else", async () => {
+    const s = fakeStream();
+    const app = createAdminApp(s.options({ bindAddress: "0.0.0.0:8686", token: "s3cret", metricsOpen: true }));
+    expect((await app.request("/metrics")).status).toBe(200);
+    expect((await app.request("/status")).status).toBe(401);
+    expect((await app.request("/")).status).toBe(401);
+  });
+
+  test("bound to loopback, a request whose Host is not a loopback name or address gets 403 on every route", async () => {
+    const s = fakeStream();
+    const app = createAdminApp(s.options());
+    for (const path of ["/", "/status", "/metrics", "/healthz", "/readyz"]) {
+      const rebound = await app.request(`http://evil.example:8686${path}`);
+      expect({ path, status: rebound.status }).toEqual({ path, status: 403 });
+      expect((await app.request(`http://localhost:8686${path}`)).status).not.toBe(403);
+    }
+    expect(((await (await app.request("http://evil.example:8686/status")).json()) as { error: string }).error).toBe(
+      'the admin server listens on loopback (127.0.0.1:8686) and answers requests for a loopback Host only, not "evil.example:8686"',
+    );
+    // Off loopback the Host is whatever name the network uses.
+    expect((await createAdminApp(s.options({ bindAddress: "0.0.0.0:8686" })).request("http://stream-1.example:8686/status")).status).toBe(200);
+  });
+
+  test("POST /stop refused off loopback names the address it listens on and the fix", async () => {
+    const app = createAdminApp(fakeStream().options({ bindAddress: "0.0.0.0:0" }));
+    expect(((await (await app.request("/stop", { method: "POST" })).json()) as { error: string }).error).toBe(
+      "POST /stop is refused: no STREAM_ADMIN_TOKEN is set and the admin server listens on 0.0.0.0 (every address), which is not loopback. Set STREAM_ADMIN_TOKEN and send it as Authorization: Bearer <token>, or bind STREAM_ADMIN_ADDR to 127.0.0.1.",
+    );
+  });
+
   test("GET / is a self-contained dashboard that polls status", async () => {
     const res = await createAdminApp(fakeStream().options()).request("/");
     expect(res.status).toBe(200);

@@ -36,7 +36,7 @@ class FakeNode {
   }
 }
 
-function runDashboard(responses: Array<() => Promise<unknown>>) {
+function runDashboard(responses: Array<() => Promise<unknown>>, search = "") {
   const script = /<script>([\s\S]*)<\/script>/.exec(DASHBOARD_HTML)![1]!;
   const byId = new Map<string, FakeNode>();
   const document = {
@@ -47,9 +47,10 @@ function runDashboard(responses: Array<() => Promise<unknown>>) {
   };
   const timers: Array<() => void> = [];
   let call = 0;
-  const fetch = () => responses[Math.min(call++, responses.length - 1)]!();
-  new Function("document", "fetch", "setTimeout", script)(document, fetch, (fn: () => void) => timers.push(fn));
-  return { byId, document, timers };
+  const requests: Array<{ url: string; init: RequestInit }> = [];
+  const fetch = (url: string, init: RequestInit) => (requests.push({ url, init }), responses[Math.min(call++, responses.length - 1)]!());
+  new Function("document", "fetch", "setTimeout", "location", script)(document, fetch, (fn: () => void) => timers.push(fn), { search });
+  return { byId, document, timers, requests };
 }
 
 const flush = () => new Promise((r) => setTimeout(r, 10));
@@ -93,4 +94,15 @@ test("the dashboard says it is disconnected and keeps polling when /status fails
   await flush();
   expect(byId.get("conn")!.textContent).toBe("disconnected (connection refused), retrying");
   expect(timers.length).toBe(1);
+});
+
+test("opened as /?token=…, the dashboard sends the token as a bearer token on its polls", async () => {
+  const ok = async () => ({ ok: true, status: 200, json: async () => STATUS });
+  const { requests } = runDashboard([ok], "?token=s3cret");
+  await flush();
+  expect(requests[0]!.url).toBe("status");
+  expect(requests[0]!.init.headers).toEqual({ authorization: "Bearer s3cret" });
+  const plain = runDashboard([ok]);
+  await flush();
+  expect(plain.requests[0]!.init.headers).toEqual({});
 });

@@ -50,4 +50,17 @@ describe("the TOML host", () => {
       expect((error as Error).message).toContain('x.toml: field "name"');
     }
   });
+
+  test("a misspelt top-level key is named with the key it was meant to be, and an unknown one is refused", () => {
+    const stageText = `[[transforms]]\ninputs=["a"]\noutput="b"\nsteps=[]`;
+    expect(() => parsePipelineFile(`name = "p"\n[[transform]]\ninputs=["a"]\noutput="b"\nsteps=[]`, "x.toml")).toThrow(
+      'x.toml: field "transforms": missing field "transforms"; unknown field "transform" (did you mean "transforms"?)',
+    );
+    expect(() => parsePipelineFile(`name = "p"\n[dataset.a]\ntopic = "t"\n${stageText}`, "x.toml")).toThrow(
+      'x.toml: field "dataset": unknown field "dataset" (did you mean "datasets"?)',
+    );
+    expect(() => parsePipelineFile(`name = "p"\nowner = "me"\n${stageText}`, "x.toml")).toThrow(
+      'x.toml: field "owner": unknown field "owner"; known fields: "name", "brokers", "datasets", "transforms"',
+    );
+  });
 });

@@ -185,7 +185,7 @@ describe("the HTTP host checks every answer", () => {
     const error = await hostFor(url).host.resolveTopic("events").then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(FvError);
     expect((error as FvError).code).toBe("INVALID_SETTINGS");
-    expect((error as Error).message).toBe(`the control plane answered GET ${url}/datasets/events with an invalid body: field "brokers": Invalid key: Expected "brokers" but received undefined`);
+    expect((error as Error).message).toBe(`the control plane answered GET ${url}/datasets/events with an invalid body: field "brokers": missing field "brokers"`);
     expect((error as FvError).context.field).toBe("brokers");
   });
 
