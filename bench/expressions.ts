@@ -10,6 +10,7 @@ import { compileExpression, type CompiledExpression, type Row } from "../src/exp
 import { compileApplyExpression } from "../src/steps/apply-expression.ts";
 import { compileFilter } from "../src/steps/filter.ts";
 import type { InlineStep } from "../src/steps/step.ts";
+import { mulberry32 as random } from "./random.ts";
 
 const ROWS = Number(process.argv[2] ?? 200_000);
 const REPEATS = Number(process.argv[3] ?? 7);
@@ -26,17 +27,6 @@ const CEL_APPLY: [string, string][] = [
   ["tag", "venue.upperAscii() + '-' + side"],
 ];
 
-/** A deterministic generator, so every run sees the same rows. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function makeLines(n: number): string[] {
   const next = random(42);

@@ -12,6 +12,7 @@
 import * as v from "valibot";
 import type { Row } from "../src/expr/index.ts";
 import { type CompiledOperator, operatorSteps } from "../src/ops/index.ts";
+import { mulberry32 as random } from "./random.ts";
 
 const ROWS = Number(process.argv[2] ?? 1_000_000);
 const REPEATS = Number(process.argv[3] ?? 5);
@@ -19,17 +20,6 @@ const KEYS = 10_000;
 const BATCH = 500;
 const LATENESS_MS = 5_000;
 
-/** A deterministic generator, so every run sees the same rows. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function compile(def: Record<string, unknown>): CompiledOperator {
   const kind = operatorSteps[def.op as string]!;

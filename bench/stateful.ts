@@ -26,6 +26,7 @@ import { BuildSignal, type BuildRecord, type ControlPlane, parseSettings, runStr
 import type { OutboundRecord } from "../src/kafka/port.ts";
 import { type CompiledOperator, eventTimeOf, type Operator, operatorSteps, type StateEntry } from "../src/ops/index.ts";
 import { BROKERS, client, fmt, median, nextName, runtimeName } from "./lib.ts";
+import { mulberry32 as random } from "./random.ts";
 
 const ROWS = Number(process.argv[2] ?? 500_000);
 const KEYS = 10_000;
@@ -48,17 +49,6 @@ function compile(def: Record<string, unknown>): CompiledOperator {
 }
 const windowed = compile(windowedStep);
 
-/** A deterministic generator, so every run sees the same rows. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * ~70-byte JSON rows over KEYS keys, 2 rows per ms of event time (a 1-minute window sees 120k

@@ -3,18 +3,8 @@
  * child process the soak started, so that all of them die with it (exit, Ctrl-C, exception).
  */
 import type { ChildProcess } from "node:child_process";
+import { mulberry32 } from "../random.ts";
 
-/** mulberry32: a tiny seeded PRNG, floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export class Rng {
   readonly #next: () => number;
