@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
-import { adminUrlOf, type CliRun, lastRecord, ROOT, startCli, waitFor } from "../helpers/cli.ts";
+import { adminUrlOf, BUN, type CliRun, lastRecord, ROOT, startCli, waitFor } from "../helpers/cli.ts";
 import { createTopic, produce, uniqueName } from "../helpers/kafka.ts";
 import { pipelineFile } from "../helpers/pipelines.ts";
 
@@ -109,4 +109,33 @@ describe("the admin dashboard", () => {
     expect(await run.exited).toBe(0);
     expect(lastRecord(run.records)!.status).toBe("STOPPED");
   }, 90_000);
+
+  // What a newcomer sees first: `npm start` prints the dashboard's URL, and the page shows the
+  // demo's counters moving as its feeder trades.
+  test("the demo's dashboard, from the URL the demo prints, shows its counters moving", async () => {
+    const demo = startCli([join(ROOT, "runtime/cli/start.ts")], { executable: BUN, env: { STREAM_ADMIN_ADDR: "127.0.0.1:0" } });
+    const page = await browser!.newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      await waitFor(() => {
+        if (demo.child.exitCode !== null) throw new Error(`the demo exited (${demo.child.exitCode}):\n${demo.lines.join("\n")}`);
+        return demo.lines.some((l) => l.startsWith("dashboard: "));
+      }, 60_000, "the demo's dashboard line");
+      const url = demo.lines.find((l) => l.startsWith("dashboard: "))!.slice("dashboard: ".length);
+      await page.goto(url);
+      await page.waitForFunction(() => document.getElementById("status")?.textContent === "RUNNING", undefined, { timeout: 30_000 });
+      await page.waitForFunction(() => Number(document.getElementById("consumed")?.textContent?.replace(/,/g, "")) > 0, undefined, { timeout: 30_000 });
+      const before = shown(await page.textContent("#consumed"));
+      await page.waitForFunction((n) => Number(document.getElementById("consumed")?.textContent?.replace(/,/g, "")) > n, before, { timeout: 20_000 });
+      const after = shown(await page.textContent("#consumed"));
+      expect(after).toBeGreaterThan(before);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      const screenshot = join(ARTIFACTS, "demo-dashboard.png");
+      await page.screenshot({ path: screenshot, fullPage: true });
+      console.log(`demo dashboard: ${before} → ${after} consumed; screenshot ${screenshot}`);
+    } finally {
+      await page.close();
+      demo.child.kill("SIGTERM");
+      await demo.exited;
+    }
+  }, 120_000);
 });
