@@ -46,8 +46,8 @@ fi
 if [ ! -f "$addon_stamp" ]; then
   if ! command -v node >/dev/null 2>&1; then
     echo "no: node is not installed (node_modules/.bin/node comes from npm ci)" >"$addon_stamp"
-  elif [ -d node_modules/@confluentinc/kafka-javascript ] && ! node -e "require('@confluentinc/kafka-javascript')" >/dev/null 2>&1 &&
-       node -e "require('@confluentinc/kafka-javascript')" 2>&1 | grep -q NODE_MODULE_VERSION; then
+  elif [ -d node_modules/@confluentinc/kafka-javascript ] &&
+       ! load=$(node -e "require('@confluentinc/kafka-javascript')" 2>&1) && [[ "$load" == *NODE_MODULE_VERSION* ]]; then
     # npm ci can leave the addon built for another Node (the one that ran npm): build it again,
     # from source, for node_modules/.bin/node and against its headers (about 3 minutes).
     echo "setup: building the librdkafka addon for $(node --version) (about 3 minutes)..." >&2
