@@ -734,7 +734,9 @@ export class ConsumerLoop {
         if (!u) this.#upstream.set(k, (u = { ownedSince: now }));
         // Idle: no rows for a while, and nothing left to read (or the whole loop gets nothing). A
         // partition with lag is only slow: declaring it idle would make its rows late downstream.
-        const idle = now - (u.seenAt ?? u.ownedSince) > idleMs && (loopQuietMs > idleMs || this.#caughtUp(session, tp));
+        // (A quiet loop, e.g. starved of CPU or restarting its consumer, says nothing about a
+        // partition whose known position is below its known end: that one is still behind.)
+        const idle = now - (u.seenAt ?? u.ownedSince) > idleMs && !this.#knownBehind(session, tp) && (loopQuietMs > idleMs || this.#caughtUp(session, tp));
         if (u.max === undefined && !idle) continue;
         const changed = !u.sent || u.sent.watermark !== u.max || u.sent.idle !== idle;
         if (u.sent && now - u.sent.at < (changed ? WATERMARK_CHANGED_MS : WATERMARK_REPEAT_MS)) continue;
@@ -771,6 +773,14 @@ export class ConsumerLoop {
       }, () => {});
     }
     return position;
+  }
+
+  /** Whether a partition's known position is below its known end (records are waiting there). */
+  #knownBehind(session: Session, tp: TopicPartition): boolean {
+    const k = tpKey(tp.topic, tp.partition);
+    const end = this.#ends.get(k);
+    const position = this.#positionOf(session, k);
+    return end !== undefined && position !== undefined && position < end;
   }
 
   /** An owned partition ("topic:partition") whose known position is below its known end, if any. */
