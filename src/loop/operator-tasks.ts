@@ -140,7 +140,7 @@ export class OperatorTasks {
     for (let attempt = 1; ; attempt++) {
       // 1. The input's committed offsets, once stable: the previous owner's transaction, which
       //    wrote this partition's changelog and offsets together, has ended.
-      const committed = (await this.#options.committedOffsets?.(topics, partition)) ?? [];
+      const committed = this.#options.committedOffsets ? await this.#options.committedOffsets(topics, partition) : [];
       // 2. The changelog, read_committed, up to its end.
       const records = await this.#admin.readPartition(this.#options.stateTopic, partition);
       const read = this.#decode(stage, partition, records);
