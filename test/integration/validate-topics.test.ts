@@ -36,7 +36,8 @@ describe("validate and the input topics", () => {
     const file = pipelineFile({ name: uniqueName("validate-nobroker"), transforms: [{ inputs: ["in"], output: "out", steps: [{ op: "select", columns: ["a"] }] }] });
     const result = await runCli(["validate", file], { env: { STREAM_BROKERS: "127.0.0.1:1" } });
     expect(result.code).toBe(0);
-    expect(result.lines).toContain("  input topics not checked: no broker answered at 127.0.0.1:1 (connection refused). --offline skips this check.");
+    // librdkafka does not say why a connection failed, the pure-JS client does.
+    expect(result.lines.filter((l) => /^ {2}input topics not checked: no broker answered at 127\.0\.0\.1:1 \((connection refused|no connection)\)\. --offline skips this check\.$/.test(l))).toHaveLength(1);
   }, 60_000);
 
   test("--offline goes with validate only", async () => {
