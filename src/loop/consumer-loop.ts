@@ -455,13 +455,17 @@ export class ConsumerLoop {
           this.#checkpointNow = false;
           lastCheckpoint = now;
           const waiters = this.#rebalanceWaiters.splice(0);
-          if (this.#exactlyOnce) await this.#commitTransaction(session);
-          // State must be taken between batches, so a stateful pipeline waits for its checkpoint,
-          // and so does a rebalance.
-          else if (session.tasks.active || waiters.length) await this.#commitAtLeastOnce();
-          // Not awaited: the next batch runs while the commit is in flight (commits are chained).
-          else void this.#commitAtLeastOnce().catch((error) => (this.#backgroundError ??= asFvError(error)));
-          for (const resolve of waiters) resolve();
+          try {
+            if (this.#exactlyOnce) await this.#commitTransaction(session);
+            // State must be taken between batches, so a stateful pipeline waits for its checkpoint,
+            // and so does a rebalance.
+            else if (session.tasks.active || waiters.length) await this.#commitAtLeastOnce();
+            // Not awaited: the next batch runs while the commit is in flight (commits are chained).
+            else void this.#commitAtLeastOnce().catch((error) => (this.#backgroundError ??= asFvError(error)));
+          } finally {
+            // Committed or not (a failed one ends the session), the member may rejoin now.
+            for (const resolve of waiters) resolve();
+          }
         }
         if (this.#backgroundError) throw this.#backgroundError;
         if (now - this.#endsAt >= END_OFFSETS_INTERVAL_MS) {
