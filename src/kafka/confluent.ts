@@ -53,7 +53,6 @@ const ERR = {
   TRANSPORT: -195,
   FENCED: -144,
   MAX_POLL_EXCEEDED: -147,
-  OFFSET_INVALID: -1001,
   ILLEGAL_GENERATION: 22,
   UNKNOWN_MEMBER_ID: 25,
   REBALANCE_IN_PROGRESS: 27,
@@ -655,6 +654,8 @@ class ConfluentAdmin implements Admin {
   readonly #admin: Rd.IAdminClient;
   /** Requests in flight; close waits for them before it frees the native handle. */
   readonly #calls = new Set<Promise<void>>();
+  /** Consumers that read a group's committed offsets, by "stable|latest:group" (see #offsetReader). */
+  readonly #offsetReaders = new Map<string, Promise<Rd.KafkaConsumer>>();
   #closed = false;
 
   constructor(lib: Library, brokers: string[], clientId: string) {
@@ -770,23 +771,51 @@ class ConfluentAdmin implements Admin {
     }
     if (partitions.length === 0) return [];
     try {
-      const groups = await call<Rd.GroupResults[]>((cb) =>
-        this.#admin.listConsumerGroupOffsets([{ groupId, partitions }], { timeout: ADMIN_TIMEOUT_MS, ...(options.stable ? { requireStableOffsets: true } : {}) }, cb)
-      );
-      return (groups[0]?.partitions ?? []).map((p) => ({
+      const reader = await this.#offsetReader(groupId, options.stable ?? false);
+      const committed = await call<Rd.TopicPartitionOffset[]>((cb) => reader.committed(partitions, ADMIN_TIMEOUT_MS, cb));
+      // No commit yet: librdkafka gives OFFSET_INVALID, which the binding hands over as no offset.
+      return committed.map((p) => ({
         topic: p.topic,
         partition: p.partition,
-        offset: p.offset === ERR.OFFSET_INVALID || p.offset < 0 ? -1n : BigInt(p.offset),
+        offset: typeof p.offset !== "number" || p.offset < 0 ? -1n : BigInt(p.offset),
       }));
     } catch (error) {
       throw classify(error, `reading committed offsets of ${groupId}`);
     }
   }
 
+  /**
+   * A consumer of the group that never joins it, for reading its committed offsets. Not the admin
+   * client's ListConsumerGroupOffsets: librdkafka (2.15.1 here) dereferences the admin handle's
+   * missing consumer group when that answers NOT_COORDINATOR, which a broker restart brings, and
+   * the process dies with SIGSEGV (librdkafka issue #5040, confluent-kafka-javascript #374). A
+   * consumer has its group, so the same answer is retried. read_committed makes librdkafka ask
+   * for stable offsets (RequireStable, KIP-447).
+   */
+  #offsetReader(groupId: string, stable: boolean): Promise<Rd.KafkaConsumer> {
+    const key = `${stable ? "stable" : "latest"}:${groupId}`;
+    let reader = this.#offsetReaders.get(key);
+    if (!reader) {
+      const consumer = new this.#lib.KafkaConsumer({
+        "bootstrap.servers": this.#brokers.join(","),
+        "group.id": groupId,
+        "client.id": `${this.#clientId}-offsets`,
+        "enable.auto.commit": false,
+        "isolation.level": stable ? "read_committed" : "read_uncommitted",
+      });
+      reader = connect(consumer).then(() => consumer);
+      reader.catch(() => this.#offsetReaders.delete(key));
+      this.#offsetReaders.set(key, reader);
+    }
+    return reader;
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     await Promise.allSettled([...this.#calls]);
+    const readers = await Promise.allSettled([...this.#offsetReaders.values()]);
+    await Promise.all(readers.map((r) => (r.status === "fulfilled" ? disconnect(r.value) : undefined)));
     this.#admin.disconnect();
   }
 }

@@ -156,6 +156,13 @@ export class ConsumerLoop {
   #rebalanceWaiters: Array<() => void> = [];
   /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
   #revokedMidTransaction = false;
+  /**
+   * Partitions revoked while the batch in hand was being processed (a rebalance can land during
+   * any await of a batch: a state restore, a compute step, the send). Their remaining records are
+   * not processed and their offsets never become pending: the new owner, or this member when it
+   * gets them back, reads them again from the last checkpoint.
+   */
+  #revokedDuringBatch: Set<string> | undefined;
   #error: FvError | undefined;
   #backgroundError: FvError | undefined;
   /** Batches processed by the current session (a failed session that made progress resets the restart count). */
@@ -388,6 +395,7 @@ export class ConsumerLoop {
               // Its outputs are in the open transaction but its offsets can no longer join them:
               // the transaction must abort, never commit outputs without their offsets.
               if (this.#txPartitions.has(k)) this.#revokedMidTransaction = true;
+              this.#revokedDuringBatch?.add(k);
               this.#pending.delete(k);
               this.#committed.delete(k);
               this.#positions.delete(k);
@@ -500,7 +508,18 @@ export class ConsumerLoop {
   }
 
   /** Transforms one batch, emits its outputs and dead letters, then marks its offsets committable. */
+  /** One batch, with the partitions revoked while it runs tracked (see #revokedDuringBatch). */
   async #processBatch(session: Session, records: InboundRecord[]): Promise<void> {
+    const revoked = new Set<string>();
+    this.#revokedDuringBatch = revoked;
+    try {
+      await this.#runBatch(session, records, revoked);
+    } finally {
+      this.#revokedDuringBatch = undefined;
+    }
+  }
+
+  async #runBatch(session: Session, records: InboundRecord[], revoked: ReadonlySet<string>): Promise<void> {
     const out: OutboundRecord[] = [];
     let emitted = 0;
     let deadLettered = 0;
@@ -524,9 +543,17 @@ export class ConsumerLoop {
     /** Time spent per stage in this batch, for the step-latency histogram. */
     const stageMs = new Map<CompiledStage, number>();
     const batchStarted = performance.now();
+    // Exactly-once: the batch's partitions join the open transaction before its first await, so
+    // a revocation at any point of the batch aborts the transaction (the state the batch changed
+    // and the outputs it made go with it).
+    if (session.tx) {
+      if (this.#txPartitions.size === 0) this.#txGroup = session.consumer.groupMetadata();
+      for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
+    }
     for (const record of records) {
       const routes = this.#routes.get(record.topic);
       if (!routes) continue;
+      if (revoked.size && revoked.has(tpKey(record.topic, record.partition))) continue;
       // Rows read back from a repartition topic were counted when they were first consumed.
       if (!routes[0]!.fromHop) consumed++;
       for (let r = 0; r < routes.length; r++) {
@@ -577,6 +604,8 @@ export class ConsumerLoop {
         } else if (route.stage.operator) {
           if (DEBUG_LOOP && !session.tasks.has(route.stage, record.partition)) this.#log("debug", `task ${route.stage.index}:${record.partition}: waiting for restore`);
           const task = await session.tasks.task(route.stage, record.partition);
+          // Revoked while its state was being restored: the task is not kept, and the row is not this member's to process.
+          if (revoked.has(tpKey(record.topic, record.partition))) continue;
           const inputIndex = route.fromHop ? Number(headerText(record, HOP_INPUT_HEADER) ?? 0) : route.inputIndex;
           const source = route.fromHop ? hopSource(record) : undefined;
           let result;
@@ -645,8 +674,14 @@ export class ConsumerLoop {
     if (session.tasks.active) {
       // A partition with records still to read never counts as idle (its rows would become late).
       const backlog = (tp: TopicPartition) => !this.#caughtUp(session, tp);
-      for (const { stage, rows } of session.tasks.advance(session.consumer.owned(), Date.now(), backlog)) {
+      for (const { stage, rows, topics, partitions } of session.tasks.advance(session.consumer.owned(), Date.now(), backlog)) {
         this.metrics.timersFired(stage.index, rows.length);
+        // Exactly-once: state that fired is work of the open transaction like a consumed row (its
+        // partition revoked before the commit, the transaction must not commit the fired rows).
+        if (session.tx) {
+          if (this.#txPartitions.size === 0) this.#txGroup = session.consumer.groupMetadata();
+          for (const topic of topics) for (const p of partitions) this.#txPartitions.add(tpKey(topic, p));
+        }
         const route = [...this.#routes.values()].flat().find((r) => r.stage === stage && !r.toHop)!;
         for (const fired of rows) {
           let row;
@@ -678,11 +713,6 @@ export class ConsumerLoop {
         }
       }
     }
-    // Exactly-once: mark the partitions before the send, so a revocation during it is seen.
-    if (session.tx) {
-      if (this.#txPartitions.size === 0) this.#txGroup = session.consumer.groupMetadata();
-      for (const record of records) this.#txPartitions.add(tpKey(record.topic, record.partition));
-    }
     if (DEBUG_LOOP) this.#log("debug", `batch: sending ${out.length}`);
     await this.#send(session, out);
     if (DEBUG_LOOP) this.#log("debug", "batch: sent");
@@ -699,6 +729,7 @@ export class ConsumerLoop {
     if (stageMs.size) for (const [stage, ms] of stageMs) this.metrics.stepLatency(stage.index, stage.steps.length - 1, "stage", ms);
     for (const record of records) {
       const k = tpKey(record.topic, record.partition);
+      if (revoked.has(k)) continue;
       const next = record.offset + 1n;
       const pending = this.#pending.get(k);
       if (!pending || pending.offset < next) this.#pending.set(k, { topic: record.topic, partition: record.partition, offset: next });
@@ -880,7 +911,7 @@ export class ConsumerLoop {
       throw new FvError("KAFKA_FENCED", `the group moved from generation ${group.generationId} to ${generation} during the transaction: aborting it and rejoining`);
     }
     const offsets = this.#takeCommittable(session);
-    session.tasks.noteConsumed(offsets);
+    await session.tasks.noteConsumed(offsets);
     const changelog = session.tasks.drainChangelog();
     if (!tx.inTransaction && offsets.length === 0 && changelog.length === 0) return;
     const steps: CheckpointStep[] = [
@@ -919,7 +950,7 @@ export class ConsumerLoop {
       const session = this.#session;
       if (!session) return;
       const offsets = this.#takeCommittable(session);
-      session.tasks.noteConsumed(offsets);
+      await session.tasks.noteConsumed(offsets);
       const changelog = session.tasks.drainChangelog();
       if (offsets.length === 0 && changelog.length === 0) return;
       const started = performance.now();

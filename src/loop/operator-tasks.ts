@@ -48,6 +48,14 @@ export interface TaskCounters {
   stateBytes: number;
 }
 
+/** Rows a stage's timers fired, and the input partitions (of `topics`) whose state fired them. */
+export interface Fired {
+  stage: CompiledStage;
+  rows: Row[];
+  topics: string[];
+  partitions: number[];
+}
+
 /** What a task's changelog holds: its entries, the input offsets it covers, its event-time progress. */
 interface DecodedState {
   entries: StateEntry[];
@@ -102,6 +110,12 @@ export class OperatorTasks {
 
   /** Restores in flight, by task id: a second caller waits for the same one. */
   readonly #loading = new Map<string, Promise<Task>>();
+  /**
+   * Per partition, how many times it was released (revoked or no longer owned). A restore begun
+   * before a release is not kept: another member may have moved the partition's state on since it
+   * read the changelog, and the next owner, or this one when it gets the partition back, reads it again.
+   */
+  readonly #releases = new Map<number, number>();
 
   /** Partitions whose state is being restored now (the process is not ready meanwhile). */
   restoringPartitions(): Set<number> {
@@ -128,14 +142,17 @@ export class OperatorTasks {
     if (existing) return Promise.resolve(existing);
     let loading = this.#loading.get(id);
     if (!loading) {
-      loading = this.#load(stage, partition, id).finally(() => this.#loading.delete(id));
-      this.#loading.set(id, loading);
+      const started = this.#load(stage, partition, id).finally(() => {
+        if (this.#loading.get(id) === started) this.#loading.delete(id);
+      });
+      this.#loading.set(id, (loading = started));
     }
     return loading;
   }
 
   async #load(stage: CompiledStage, partition: number, id: string): Promise<Task> {
     const started = Date.now();
+    const releases = this.#releases.get(partition) ?? 0;
     const topics = [...this.#stageTopics(stage)];
     for (let attempt = 1; ; attempt++) {
       // 1. The input's committed offsets, once stable: the previous owner's transaction, which
@@ -148,7 +165,7 @@ export class OperatorTasks {
       //    offset of every partition it committed. Behind means the changelog's commit marker had
       //    not arrived yet; starting from the committed offset would lose the rows in between.
       const behind = committed.filter((c) => c.offset >= 0n && read.covered.has(c.topic) && read.covered.get(c.topic)! < c.offset);
-      if (behind.length === 0) return this.#install(stage, partition, id, read, records.length, started);
+      if (behind.length === 0) return this.#install(stage, partition, id, read, records.length, started, releases);
       const what = behind.map((c) => `${c.topic}[${partition}] state at ${read.covered.get(c.topic)}, committed ${c.offset}`).join(", ");
       if (attempt >= RESTORE_ATTEMPTS) {
         throw new FvError("KAFKA_RETRYABLE", `the state of stage ${stage.index + 1} does not cover the committed input offsets after ${attempt} reads (${what}): starting over`);
@@ -190,7 +207,7 @@ export class OperatorTasks {
     return { entries, covered, eventTimes, heard };
   }
 
-  #install(stage: CompiledStage, partition: number, id: string, read: DecodedState, restored: number, started: number): Task {
+  #install(stage: CompiledStage, partition: number, id: string, read: DecodedState, restored: number, started: number, releases: number): Task {
     const { entries, covered, eventTimes, heard } = read;
     const op = stage.operator!.compiled.create();
     op.restore(entries);
@@ -204,8 +221,10 @@ export class OperatorTasks {
       if (!seen || seen.max < t) this.#eventTimes.set(k, { max: t, seenAt: now });
     }
     for (const [source, watermark] of Object.entries(heard)) if (watermark !== null) this.hearWatermark(stage, partition, source, watermark, false, true);
-    // The partition may have moved away while its state was read: use the task, never keep it.
-    if (!this.#ownedPartitions || this.#ownedPartitions.has(partition)) this.#tasks.set(id, task);
+    // The partition may have moved away while its state was read (and maybe come back, with its
+    // state moved on by another member): then the task is never kept.
+    const current = (this.#releases.get(partition) ?? 0) === releases;
+    if (current && (!this.#ownedPartitions || this.#ownedPartitions.has(partition))) this.#tasks.set(id, task);
     this.counters.restoredRecords += restored;
     this.counters.restoreMs += Date.now() - started;
     return task;
@@ -285,18 +304,21 @@ export class OperatorTasks {
    * minus allowed lateness, leaving out partitions idle longer than `idlePartitionMs` (unless
    * `hasBacklog` says records are waiting there). Returns the rows fired per stage.
    */
-  advance(owned: TopicPartition[], now = Date.now(), hasBacklog: (tp: TopicPartition) => boolean = () => false): Array<{ stage: CompiledStage; rows: Row[] }> {
-    const fired: Array<{ stage: CompiledStage; rows: Row[] }> = [];
+  advance(owned: TopicPartition[], now = Date.now(), hasBacklog: (tp: TopicPartition) => boolean = () => false): Fired[] {
+    const fired: Fired[] = [];
     for (const tp of owned) if (!this.#ownedSince.has(`${tp.topic}:${tp.partition}`)) this.#ownedSince.set(`${tp.topic}:${tp.partition}`, now);
     for (const stage of this.#stages) {
       if (this.#upstreamOf.has(stage.index)) {
         const rows: Row[] = [];
+        const partitions: number[] = [];
         for (const task of this.#tasks.values()) {
           if (task.stage !== stage) continue;
           const watermark = this.#hopWatermark(stage, task.partition);
-          if (watermark !== undefined) rows.push(...task.op.advance(watermark - stage.operator!.compiled.allowedLatenessMs));
+          if (watermark === undefined) continue;
+          const out = task.op.advance(watermark - stage.operator!.compiled.allowedLatenessMs);
+          if (out.length) (rows.push(...out), partitions.push(task.partition));
         }
-        if (rows.length) fired.push({ stage, rows });
+        if (rows.length) fired.push({ stage, rows, topics: [...this.#stageTopics(stage)], partitions });
         continue;
       }
       let watermark = Infinity;
@@ -326,8 +348,13 @@ export class OperatorTasks {
       else if (!any || watermark === -Infinity) continue;
       watermark -= stage.operator!.compiled.allowedLatenessMs;
       const rows: Row[] = [];
-      for (const task of this.#tasks.values()) if (task.stage === stage) rows.push(...task.op.advance(watermark));
-      if (rows.length) fired.push({ stage, rows });
+      const partitions: number[] = [];
+      for (const task of this.#tasks.values()) {
+        if (task.stage !== stage) continue;
+        const out = task.op.advance(watermark);
+        if (out.length) (rows.push(...out), partitions.push(task.partition));
+      }
+      if (rows.length) fired.push({ stage, rows, topics: [...this.#stageTopics(stage)], partitions });
     }
     return fired;
   }
@@ -395,10 +422,16 @@ export class OperatorTasks {
    * reached the operator, e.g. all filtered out). A restore then knows exactly which committed
    * offsets its state covers.
    */
-  noteConsumed(offsets: ReadonlyArray<{ topic: string; partition: number; offset: bigint }>): void {
+  async noteConsumed(offsets: ReadonlyArray<{ topic: string; partition: number; offset: bigint }>): Promise<void> {
     for (const o of offsets) {
-      for (const task of this.#tasks.values()) {
-        if (task.partition !== o.partition || !this.#stageTopics(task.stage).has(o.topic)) continue;
+      for (const stage of this.#stages) {
+        if (!this.#stageTopics(stage).has(o.topic)) continue;
+        // A partition whose rows never reached the operator this session has no task yet; its
+        // offsets still must be recorded in its state, or the next restore finds the state behind.
+        const task = await this.task(stage, o.partition);
+        if (this.#tasks.get(`${stage.index}:${o.partition}`) !== task) {
+          throw new FvError("KAFKA_RETRYABLE", `${o.topic}:${o.partition} was revoked while its checkpoint was being taken: starting over`);
+        }
         if ((task.covered.get(o.topic) ?? -1n) >= o.offset) continue;
         task.covered.set(o.topic, o.offset);
         task.offsetsDirty = true;
@@ -413,8 +446,11 @@ export class OperatorTasks {
   release(owned: TopicPartition[], revoked: TopicPartition[] = []): void {
     const partitions = new Set(owned.map((tp) => tp.partition));
     const moved = new Set(revoked.map((tp) => tp.partition));
+    const released = new Set([...moved, ...[...this.#tasks.values()].map((t) => t.partition), ...this.restoringPartitions()].filter((p) => !partitions.has(p) || moved.has(p)));
     this.#ownedPartitions = partitions;
-    for (const [id, task] of this.#tasks) if (!partitions.has(task.partition) || moved.has(task.partition)) this.#tasks.delete(id);
+    for (const p of released) this.#releases.set(p, (this.#releases.get(p) ?? 0) + 1);
+    for (const [id, task] of this.#tasks) if (released.has(task.partition)) this.#tasks.delete(id);
+    for (const id of [...this.#loading.keys()]) if (released.has(Number(id.split(":")[1]))) this.#loading.delete(id);
     for (const key of this.#eventTimes.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#eventTimes.delete(key);
     for (const key of this.#heard.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#heard.delete(key);
   }

@@ -303,7 +303,8 @@ describe("exactly-once", () => {
       try {
         await waitFor(() => tally(got.records, expected).missing.length === 0, 240_000, "every expected record after the restart");
       } catch (error) {
-        console.log(`=== the run (${tally(got.records, expected).missing.length} missing)\n` + logsOf(started) + "\n" + JSON.stringify(lastRecord(started.records)?.metrics));
+        const { exitCode, signalCode } = started.child;
+        console.log(`=== the run (${tally(got.records, expected).missing.length} missing; process exit code ${exitCode}, signal ${signalCode})\n` + logsOf(started) + "\n" + JSON.stringify(lastRecord(started.records)?.metrics));
         throw error;
       }
       await new Promise((r) => setTimeout(r, 2000));

@@ -146,3 +146,109 @@ describe("what the loop reports of its partitions", () => {
     expect(seen).toEqual([{ topic: "in", partition: 0, offset: 5, lag: 5 }, { topic: "in", partition: 1, offset: 7, lag: 3 }]);
   }, 30_000);
 });
+
+describe("a rebalance that lands in the middle of a batch", () => {
+  // Fault soak, stateful pipeline: a batch with rows of two partitions waited for one partition's
+  // state restore; meanwhile the other partition was revoked and given back. Its rows' offsets were
+  // committed with no state behind them (the task was dropped at the revocation), and every later
+  // restore found the state behind the committed offsets.
+  const windowed = (env: Record<string, string>): LoopPlan => ({
+    ...plan(env),
+    topology: { stages: [{ inputs: ["in"], output: "out", steps: [{ op: "windowedAggregate", timeColumn: "ts", windowMs: 60_000, groupBy: ["id"], aggs: [{ op: "count", alias: "n" }] }] }] },
+  });
+  const row = (partition: number, offset: number): InboundRecord => ({
+    topic: "in", partition, offset: BigInt(offset), timestamp: 0n, key: null, value: new TextEncoder().encode(JSON.stringify({ id: offset, ts: 1000 })), headers: [],
+  });
+
+  function rebalancingClient() {
+    const log = { sendOffsets: [] as string[], commits: [] as string[], aborts: 0, txCommits: 0 };
+    let listener: { onAssignment?: (a: { assigned: unknown[]; revoked: unknown[]; owned: unknown[] }) => void } | undefined;
+    let polls = 0;
+    const owned = [{ topic: "in", partition: 0 }, { topic: "in", partition: 1 }];
+    const consumer: GroupConsumer = {
+      // (No assignment at the start: no restore is prefetched, the batch's rows ask for them.)
+      start: async () => {},
+      poll: async (_max, timeoutMs) => {
+        // Partition 1's row comes first: its restore is what the batch waits on.
+        if (polls++ === 0) return [row(1, 0), row(0, 0), row(0, 1)];
+        await new Promise((r) => setTimeout(r, timeoutMs));
+        return [];
+      },
+      commit: async (offsets) => void log.commits.push(...offsets.map((o) => `${o.partition}@${o.offset}`)),
+      owned: () => owned,
+      groupMetadata: () => ({ groupId: "fv-stream-p", generationId: 1, memberId: "m" }),
+      endOffsets: async () => [],
+      close: async () => {},
+    };
+    let open = false;
+    const tx: TransactionalProducer = {
+      get inTransaction() {
+        return open;
+      },
+      ready: async () => {},
+      send: async (out) => void (open ||= out.length > 0),
+      sendOffsets: async (_c, _g, offsets) => {
+        open = true;
+        log.sendOffsets.push(...offsets.map((o) => `${o.partition}@${o.offset}`));
+      },
+      commit: async () => {
+        log.txCommits++;
+        open = false;
+      },
+      abort: async () => {
+        log.aborts++;
+        open = false;
+      },
+      close: async () => {},
+    };
+    let restores = 0;
+    const admin = {
+      close: async () => {},
+      committedOffsets: async () => [],
+      readPartition: async (_topic: string, partition: number) => {
+        // The first restore of partition 0 waits: partition 1 is revoked and given back meanwhile.
+        if (partition === 0 && restores++ === 0) {
+          listener?.onAssignment?.({ assigned: [owned[1]], revoked: [owned[1]], owned });
+        }
+        return [];
+      },
+    } as unknown as Admin;
+    const client: KafkaClient = {
+      name: "scripted",
+      consumer: (options) => {
+        listener = options.listener as typeof listener;
+        return consumer;
+      },
+      producer: () => ({ send: async () => {}, close: async () => {} }),
+      transactionalProducer: () => tx,
+      admin: () => admin,
+    };
+    return { client, log };
+  }
+
+  test("exactly-once: the transaction holding the revoked partition's rows is given up (the session starts over), and no offset of it is committed", async () => {
+    const { client, log } = rebalancingClient();
+    const loop = new ConsumerLoop(windowed({ STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "50" }), client, quiet);
+    const running = loop.run();
+    const until = Date.now() + 5_000;
+    while (loop.counters.restarts === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(loop.counters.restarts).toBe(1);
+    // Nothing was sent in it yet (no window closed), so there was nothing to abort.
+    expect(log.aborts).toBe(0);
+    expect(log.sendOffsets).toEqual([]);
+    expect(log.txCommits).toBe(0);
+  }, 15_000);
+
+  test("at-least-once: the revoked partition's offsets are left for its next owner; the others commit with their state", async () => {
+    const { client, log } = rebalancingClient();
+    const loop = new ConsumerLoop(windowed({ STREAM_CHECKPOINT_INTERVAL_MS: "50" }), client, quiet);
+    const running = loop.run();
+    const until = Date.now() + 5_000;
+    while (log.commits.length === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(log.commits).toEqual(["0@2"]);
+  }, 15_000);
+});

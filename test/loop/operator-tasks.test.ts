@@ -163,9 +163,39 @@ describe("a restore never starts behind what the group committed", () => {
     const task = await tasks.task(stage, 0);
     tasks.process(task, inbound("in", 0, 3), { g: "a", ts: 10 }, 0);
     tasks.drainChangelog();
-    // Offsets 4..9 were all filtered out before the operator; the group commits 10.
-    tasks.noteConsumed([{ topic: "in", partition: 0, offset: 10n }, { topic: "in", partition: 1, offset: 7n }]);
+    // Offsets 4..9 were all filtered out before the operator; the group commits 10. Partition 1
+    // had no row reach the operator this session: its task is restored so its offsets are recorded too.
+    await tasks.noteConsumed([{ topic: "in", partition: 0, offset: 10n }, { topic: "in", partition: 1, offset: 7n }]);
     const offsets = tasks.drainChangelog().filter((r) => String(r.key).endsWith("\u0000offsets"));
-    expect(offsets.map((r) => JSON.parse(String(r.value)))).toEqual([{ in: "10" }]);
+    expect(offsets.map((r) => [r.partition, JSON.parse(String(r.value))])).toEqual([[0, { in: "10" }], [1, { in: "7" }]]);
+  });
+
+  // Fault soak: a restore begun before a revocation ended after the partition came back, with the
+  // state as it was before another member moved it on; that member's rows were missing from it.
+  test("a restore begun before the partition was revoked is not kept, even when the partition is back; the next use reads again", async () => {
+    const enc = new TextEncoder();
+    let reads = 0;
+    let firstRead!: () => void;
+    const admin = {
+      readPartition: async () => {
+        reads++;
+        if (reads === 1) await new Promise<void>((resolve) => (firstRead = resolve));
+        return reads === 1 ? [] : [{ topic: "fv-state-x", partition: 0, offset: 0n, timestamp: 0n, key: enc.encode("0/\u0000offsets"), value: enc.encode(JSON.stringify({ in: "9" })), headers: [] }];
+      },
+    } as unknown as Admin;
+    const tasks = new OperatorTasks([stage], admin, options, emptyCounters());
+    tasks.setStageTopics(stage, ["in"]);
+    tasks.release([{ topic: "in", partition: 0 }]);
+    const stale = tasks.task(stage, 0);
+    while (reads === 0) await new Promise((r) => setTimeout(r, 1));
+    // Revoked and assigned again while the first read is under way.
+    tasks.release([{ topic: "in", partition: 0 }], [{ topic: "in", partition: 0 }]);
+    const fresh = tasks.task(stage, 0);
+    firstRead();
+    const [old, current] = await Promise.all([stale, fresh]);
+    expect(reads).toBe(2);
+    expect(old).not.toBe(current);
+    expect(tasks.process(current, inbound("in", 0, 8), { g: "a", ts: 10 }, 0).skipped).toBe(true);
+    expect(await tasks.task(stage, 0)).toBe(current);
   });
 });
