@@ -36,7 +36,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Counter, Fleet, type Proc, type Runtime } from "./soak/fleet.ts";
 import { judgeStateful, judgeStateless, readInput, type Verdict, WINDOW_MS } from "./soak/judge.ts";
-import { BOOTSTRAP, brokerDown, brokerUp, createTopic, dumpTopic, Feeder, groupLag, kafkaSh, ROOT, stopBrokerSync } from "./soak/kafka.ts";
+import { BOOTSTRAP, brokerDown, brokerUp, createTopic, dumpTopic, Feeder, groupLag, kafkaSh, openTransactions, ROOT, stopBrokerSync } from "./soak/kafka.ts";
 import { clock, elapsed, killAllChildren, Rng, say, sleep } from "./soak/util.ts";
 
 // --- options -----------------------------------------------------------------------------------
@@ -349,6 +349,9 @@ async function main(): Promise<number> {
   }
   lagAt30 ??= lastLag;
   say(drainedAfter !== undefined ? `drained: lag 0 in both groups ${(drainedAfter / 1000).toFixed(1)} s after the feed stopped` : `NOT drained within 90 s: lag ${JSON.stringify(Object.fromEntries(lastLag ?? []))}`);
+  // Not drained: what holds it, from the coordinator (open transactions, unstable committed offsets).
+  const held = drainedAfter === undefined ? await openTransactions(INPUT, groups) : [];
+  for (const line of held) say(`  ${line}`);
   // A moment for the last windows' transactions, then the ordered stop of every process.
   await sleep(3_000);
   // Members that own nothing now (8 partitions, 3 members: each should own some), from their
@@ -379,7 +382,7 @@ async function main(): Promise<number> {
   const stateless = judgeStateless(input, outDumps.stateless!.records);
   const stateful = judgeStateful(input, outDumps.stateful!.records);
 
-  const report = renderReport({ options, guarantee, stamp, logDir, fleet, faults, feeder, input, stateless, stateful, lagAt30, drainedAfter, idle, runStart, feedStoppedAt, wallMs: Date.now() - started, dumpNotes: [inputDump.note, ...PIPELINES.map((p) => outDumps[p]!.note)] });
+  const report = renderReport({ options, guarantee, stamp, logDir, fleet, faults, feeder, input, stateless, stateful, lagAt30, drainedAfter, held, idle, runStart, feedStoppedAt, wallMs: Date.now() - started, dumpNotes: [inputDump.note, ...PIPELINES.map((p) => outDumps[p]!.note)] });
   const reportFile = join(results, `soak-${stamp}.md`);
   writeFileSync(reportFile, report.text);
   console.log(`\n${report.text}`);
@@ -409,6 +412,8 @@ interface ReportInput {
   stateful: ReturnType<typeof judgeStateful>;
   lagAt30?: Map<string, number>;
   drainedAfter?: number;
+  /** When not drained: the coordinator's open transactions and unstable offsets (KafkaCheck transactions). */
+  held: string[];
   idle: string[];
   runStart: number;
   feedStoppedAt: number;
@@ -505,6 +510,7 @@ function renderReport(r: ReportInput): { text: string; pass: boolean } {
       said.set(k, (said.get(k) ?? 0) + 1);
     }
   }
+  if (r.held.length) lines.push("## What held the groups (not drained)", "", ...r.held.map((l) => `- ${l}`), "");
   if (said.size) {
     lines.push("## Warn and error lines of the processes (digits as N, most frequent first)", "");
     for (const [k, n] of [...said].sort((a, b) => b[1] - a[1]).slice(0, 20)) lines.push(`- ${n}× ${k}`);

@@ -24,6 +24,8 @@
 #   scripts/kafka.sh dump TOPIC OUTFILE [--timestamps]   every read_committed record of TOPIC
 #                                to OUTFILE, one "partition<TAB>offset<TAB>value" line each
 #   scripts/kafka.sh lag TOPIC GROUP...         committed offsets of each group vs end offsets
+#   scripts/kafka.sh transactions TOPIC [GROUP...]   transactions not complete, and each group's
+#                                partitions of TOPIC whose committed offset is not stable
 #
 # Everything lives under <repo>/.kafka (git-ignored): libs/ jars, data/ log dirs,
 # logs/ server.log + server.out, cluster-id, server.properties (rendered), kafka.pid.
@@ -373,7 +375,7 @@ cmd_tool() {
 }
 
 usage() {
-  sed -n '15,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '15,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 # Serialize up/down/reset of this checkout's broker (parallel test runners may all call `up`).
@@ -394,6 +396,7 @@ case "${1:-}" in
   create) shift; [[ $# -eq 2 ]] || die "usage: scripts/kafka.sh create TOPIC PARTITIONS"; cmd_tool create "$@" ;;
   dump) shift; [[ $# -ge 2 ]] || die "usage: scripts/kafka.sh dump TOPIC OUTFILE [--timestamps]"; cmd_tool dump "$@" ;;
   lag) shift; [[ $# -ge 2 ]] || die "usage: scripts/kafka.sh lag TOPIC GROUP..."; cmd_tool lag "$@" ;;
+  transactions) shift; [[ $# -ge 1 ]] || die "usage: scripts/kafka.sh transactions TOPIC [GROUP...]"; cmd_tool transactions "$@" ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -122,6 +122,15 @@ export async function groupLag(topic: string, groups: string[]): Promise<Map<str
   return out.size === groups.length ? out : undefined;
 }
 
+/**
+ * The transactions the coordinator has not completed and each group's partitions of `topic` whose
+ * committed offset is not stable (a transactional offset commit pending), as KafkaCheck prints them.
+ */
+export async function openTransactions(topic: string, groups: string[]): Promise<string[]> {
+  const r = await kafkaSh(["transactions", topic, ...groups], { quiet: true, timeoutMs: 120_000 });
+  return r.out.split("\n").filter((l) => /^(transaction|transactions|unstable)\t/.test(l)).map((l) => l.replaceAll("\t", " "));
+}
+
 /** The row the feeder writes. `key` is also the message key. */
 export interface InputRow {
   id: number;

@@ -44,6 +44,9 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -67,7 +70,7 @@ public class KafkaCheck {
         if (args.length < 2) {
             System.err.println("usage: KafkaCheck ready <bootstrap> <timeoutMs> | selftest <bootstrap>"
                     + " | create <bootstrap> <topic> <partitions> | dump <bootstrap> <topic> <outFile> [--timestamps]"
-                    + " | lag <bootstrap> <topic> <group>...");
+                    + " | lag <bootstrap> <topic> <group>... | transactions <bootstrap> <topic> <group>...");
             System.exit(2);
         }
         switch (args[0]) {
@@ -89,6 +92,9 @@ public class KafkaCheck {
             }
             case "lag":
                 System.exit(lag(args[1], args[2], List.of(args).subList(3, args.length)));
+                break;
+            case "transactions":
+                System.exit(transactions(args[1], args[2], List.of(args).subList(3, args.length)));
                 break;
             default:
                 System.err.println("unknown mode " + args[0]);
@@ -351,6 +357,48 @@ public class KafkaCheck {
                     parts.append(tp.partition()).append(":").append(at).append(":").append(e);
                 }
                 System.out.println(group + "\t" + total + "\t" + parts);
+            }
+        }
+        return 0;
+    }
+
+    /**
+     * Every transaction the coordinator knows that has not completed (state, producer id and epoch,
+     * age, partitions), then, per group, the partitions of the topic whose committed offset is not
+     * stable (a transactional offset commit is pending): the Java admin retries those until its
+     * timeout, so each partition is asked on its own.
+     */
+    static int transactions(String bootstrap, String topic, List<String> groups) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap, 15_000))) {
+            Collection<TransactionListing> all = admin.listTransactions().all().get(15, TimeUnit.SECONDS);
+            List<String> ids = new ArrayList<>();
+            for (TransactionListing t : all) ids.add(t.transactionalId());
+            Map<String, TransactionDescription> described = ids.isEmpty() ? Map.of() : admin.describeTransactions(ids).all().get(15, TimeUnit.SECONDS);
+            int open = 0;
+            for (Map.Entry<String, TransactionDescription> e : described.entrySet()) {
+                TransactionDescription d = e.getValue();
+                String state = d.state().toString();
+                if (state.equals("COMPLETE_COMMIT") || state.equals("COMPLETE_ABORT") || state.equals("EMPTY")) continue;
+                open++;
+                long age = d.transactionStartTimeMs().isPresent() ? System.currentTimeMillis() - d.transactionStartTimeMs().getAsLong() : -1;
+                System.out.println("transaction\t" + e.getKey() + "\t" + state + "\tproducer " + d.producerId() + "/" + d.producerEpoch()
+                        + "\tage_ms " + age + "\t" + d.topicPartitions());
+            }
+            System.out.println("transactions\t" + described.size() + " known, " + open + " not complete");
+            List<TopicPartition> tps = partitionsOf(admin, topic);
+            for (String group : groups) {
+                StringBuilder unstable = new StringBuilder();
+                for (TopicPartition tp : tps) {
+                    ListConsumerGroupOffsetsOptions options = new ListConsumerGroupOffsetsOptions().requireStable(true).timeoutMs(3_000);
+                    try {
+                        admin.listConsumerGroupOffsets(Map.of(group, new org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec().topicPartitions(List.of(tp))), options)
+                                .partitionsToOffsetAndMetadata(group).get(5, TimeUnit.SECONDS);
+                    } catch (Exception ex) {
+                        if (unstable.length() > 0) unstable.append(",");
+                        unstable.append(tp.partition());
+                    }
+                }
+                System.out.println("unstable\t" + group + "\t" + (unstable.length() == 0 ? "-" : unstable));
             }
         }
         return 0;

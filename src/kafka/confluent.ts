@@ -640,6 +640,21 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     }
   }
 
+  async releasePendingOffsets(consumer: GroupConsumer, held: TopicPartition): Promise<void> {
+    if (this.#dirty) throw new FvError("KAFKA_FATAL", "releasePendingOffsets with a transaction open");
+    if (!(consumer instanceof ConfluentConsumer)) throw new FvError("KAFKA_FATAL", "a confluent transaction needs a confluent consumer");
+    await this.#begin();
+    this.#dirty = true;
+    try {
+      // librdkafka adds the group only with an offset (an empty list is a no-op); the abort drops it.
+      await call((cb) => this.#producer.sendOffsetsToTransaction([{ topic: held.topic, partition: held.partition, offset: 0 }], consumer.raw, TRANSACTION_CALL_TIMEOUT_MS, cb));
+    } catch (error) {
+      await this.abort().catch(() => {});
+      throw classify(error, "releasing pending offset commits");
+    }
+    await this.abort();
+  }
+
   async close(): Promise<void> {
     if (!this.#initialized) return;
     await this.abort().catch(() => {});

@@ -680,6 +680,19 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     }
   }
 
+  async releasePendingOffsets(consumer: GroupConsumer): Promise<void> {
+    if (this.#dirty) throw new FvError("KAFKA_FATAL", "releasePendingOffsets with a transaction open");
+    if (!(consumer instanceof PlatformaticConsumer)) throw new FvError("KAFKA_FATAL", "a platformatic transaction needs a platformatic consumer");
+    const tx = await this.#begin();
+    this.#tx = undefined;
+    try {
+      await tx.addConsumer(consumer.raw);
+      await tx.abort();
+    } catch (error) {
+      throw classify(error, "releasing pending offset commits");
+    }
+  }
+
   async close(): Promise<void> {
     await this.abort().catch(() => {});
     await this.#producer.close(true);

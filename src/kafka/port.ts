@@ -134,6 +134,17 @@ export interface TransactionalProducer {
   commit(): Promise<void>;
   /** Aborts the open transaction; nothing to do when none is open. */
   abort(): Promise<void>;
+  /**
+   * Drops offset commits of this producer that are still pending at the group's coordinator with
+   * no transaction to end them: a transaction that holds only the group (AddOffsetsToTxn), aborted,
+   * writes the abort marker that clears them. Such a commit reached the coordinator after its own
+   * transaction ended (a request retried across a broker restart; Kafka before transaction
+   * version 2 cannot tell), and holds every stable reader of its partitions until this producer's
+   * next marker, which would make it the committed offset. Call it with no transaction open;
+   * `held` is a partition of `consumer` that waits for a stable offset (some clients can only add
+   * the group to a transaction through an offset, which the abort drops).
+   */
+  releasePendingOffsets(consumer: GroupConsumer, held: TopicPartition): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -84,6 +84,12 @@ const CLOSE_TIMEOUT_MS = 15_000;
  */
 const STALL_RESTART_MS = 15_000;
 /**
+ * Exactly-once: a partition waiting this long for a stable committed offset waits for a commit no
+ * live transaction holds (a transaction ends within its timeout, 15 s, plus the coordinator's
+ * abort sweep, 10 s): the member releases its own producer's pending commits.
+ */
+const HELD_RELEASE_MS = 30_000;
+/**
  * With no records coming, stateful tasks still advance this often: partitions turn idle on the
  * wall clock, and the windows their watermark then closes must fire without waiting for a record.
  */
@@ -427,6 +433,9 @@ export class ConsumerLoop {
       let lastRecord = Date.now();
       let lastAdvance = Date.now();
       let heldWarnedAt = 0;
+      /** Since when some partition waits for a stable committed offset, and when this member last released its own pending commits. */
+      let heldSince = 0;
+      let releasedAt = 0;
       while (!this.#stopRequested) {
         const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
         const now = Date.now();
@@ -476,6 +485,18 @@ export class ConsumerLoop {
           }
         }
         if (this.#backgroundError) throw this.#backgroundError;
+        if (session.tx) {
+          const held = session.consumer.held?.() ?? [];
+          heldSince = held.length === 0 ? 0 : heldSince || now;
+          // Longer than any live transaction can hold them (its timeout, then the coordinator's
+          // abort): the pending commits are stale. Those of this member's own producer id go with
+          // an abort; between checkpoints only, never with work open.
+          if (heldSince && now - heldSince >= HELD_RELEASE_MS && now - releasedAt >= HELD_RELEASE_MS && !session.tx.inTransaction) {
+            releasedAt = now;
+            this.#log("warn", `${held.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")} waited ${Math.round((now - heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds only the group, which drops its offset commits that no transaction ends`);
+            await session.tx.releasePendingOffsets(session.consumer, held[0]!);
+          }
+        }
         if (now - this.#endsAt >= END_OFFSETS_INTERVAL_MS) {
           // For /status and the dashboard: lag = end offset − next offset to process.
           this.#endsAt = now;

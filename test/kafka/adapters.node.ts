@@ -175,6 +175,28 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(await admin.committedOffsets(group, [input]), [{ topic: input, partition: 0, offset: -1n }]);
     });
 
+    // Fault soak: a partition held for minutes on UNSTABLE_OFFSET_COMMIT by its own member's stale
+    // pending commit. The release is an abort of a transaction that holds only the group: it must
+    // be accepted, move no committed offset, and leave the producer ready for the next transaction.
+    test("releasing pending offset commits moves no committed offset, and the next transaction commits as usual", async () => {
+      const input = await topicWith(1, [{ topic: "", key: null, value: "a" }, { topic: "", key: null, value: "b" }]);
+      const group = uniqueName("fv-port-release");
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const consumer = consumerOf(group, input);
+      await consumer.start();
+      const got = await pollUntil(consumer, 2);
+      await tx.sendOffsets(consumer, consumer.groupMetadata(), [{ topic: input, partition: 0, offset: 1n }]);
+      await tx.commit();
+      await tx.releasePendingOffsets(consumer, { topic: input, partition: 0 });
+      assert.equal(tx.inTransaction, false);
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 1n }]);
+      await tx.sendOffsets(consumer, consumer.groupMetadata(), [{ topic: input, partition: 0, offset: got[1]!.offset + 1n }]);
+      await tx.commit();
+      assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 2n }]);
+    });
+
     test("a second member takes half the partitions: the first is told what it lost, and partition p of both topics stays together", async () => {
       const a = await topicWith(4);
       const b = await topicWith(4);

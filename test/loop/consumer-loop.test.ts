@@ -32,7 +32,7 @@ const record = (offset: number): InboundRecord => ({
 
 /** One partition with `records`; the transaction's commit answers with `commitError` when set. */
 function scriptedClient(records: InboundRecord[], commitError?: () => Error, consumerClose: () => Promise<void> = async () => {}) {
-  const log = { sent: 0, commits: 0, aborts: 0, polls: 0 };
+  const log = { sent: 0, commits: 0, aborts: 0, polls: 0, released: [] as string[] };
   let open = false;
   const consumer: GroupConsumer = {
     start: async () => {},
@@ -68,6 +68,7 @@ function scriptedClient(records: InboundRecord[], commitError?: () => Error, con
       log.aborts++;
       open = false;
     },
+    releasePendingOffsets: async (_c, held) => void log.released.push(`${held.topic}:${held.partition}`),
     close: async () => {},
   };
   const admin = { close: async () => {}, readPartition: async () => [], committedOffsets: async () => [] } as unknown as Admin;
@@ -199,6 +200,7 @@ describe("a rebalance that lands in the middle of a batch", () => {
         log.aborts++;
         open = false;
       },
+      releasePendingOffsets: async () => {},
       close: async () => {},
     };
     let restores = 0;
@@ -251,4 +253,22 @@ describe("a rebalance that lands in the middle of a batch", () => {
     expect(await running).toBe("STOPPED");
     expect(log.commits).toEqual(["0@2"]);
   }, 15_000);
+});
+
+describe("a partition held on an unstable committed offset", () => {
+  // Fault soak: a member waited minutes for its own producer's stale pending offset commit (one
+  // that reached the coordinator after its transaction ended); nothing of its would ever end it.
+  test("past what any live transaction can hold (30 s), the member releases its own pending commits, once per 30 s", async () => {
+    const { client, log } = scriptedClient([]);
+    const consumer = client.consumer({} as never);
+    consumer.held = () => [{ topic: "in", partition: 0 }];
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true" }), client, quiet);
+    const running = loop.run();
+    await new Promise((r) => setTimeout(r, 20_000));
+    expect(log.released).toEqual([]);
+    await new Promise((r) => setTimeout(r, 12_000));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(log.released).toEqual(["in:0"]);
+  }, 60_000);
 });
