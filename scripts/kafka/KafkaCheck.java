@@ -378,7 +378,8 @@ public class KafkaCheck {
             for (Map.Entry<String, TransactionDescription> e : described.entrySet()) {
                 TransactionDescription d = e.getValue();
                 String state = d.state().toString();
-                if (state.equals("COMPLETE_COMMIT") || state.equals("COMPLETE_ABORT") || state.equals("EMPTY")) continue;
+                String s = state.replace("_", "").toLowerCase();
+                if (s.equals("completecommit") || s.equals("completeabort") || s.equals("empty")) continue;
                 open++;
                 long age = d.transactionStartTimeMs().isPresent() ? System.currentTimeMillis() - d.transactionStartTimeMs().getAsLong() : -1;
                 System.out.println("transaction\t" + e.getKey() + "\t" + state + "\tproducer " + d.producerId() + "/" + d.producerEpoch()

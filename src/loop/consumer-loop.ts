@@ -495,6 +495,8 @@ export class ConsumerLoop {
             releasedAt = now;
             this.#log("warn", `${held.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")} waited ${Math.round((now - heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds only the group, which drops its offset commits that no transaction ends`);
             await session.tx.releasePendingOffsets(session.consumer, held[0]!);
+            // The consumer reads the partitions once it sees the offsets stable: not a stall meanwhile.
+            lastRecord = Date.now();
           }
         }
         if (now - this.#endsAt >= END_OFFSETS_INTERVAL_MS) {
