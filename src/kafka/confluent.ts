@@ -106,8 +106,16 @@ function classify(error: unknown, what: string): FvError {
   });
 }
 
-/** How long a transactional call is called again while librdkafka says its error is retriable. */
-const TXN_RETRY_MS = 30_000;
+/**
+ * How long a transactional call (offsets, commit) is called again while librdkafka says its error
+ * is retriable, each try bounded by TXN_RETRY_CALL_MS. Inside the loop's checkpoint deadline
+ * (STREAM_CHECKPOINT_DEADLINE_MS, 10 s by default): with 30 s the loop gave up on a checkpoint
+ * while librdkafka still worked on the transaction, and its abort and close collided with that
+ * call (the Node + librdkafka soak, seed 13: "closing the transactional producer took longer than
+ * 15000 ms", and rows lost).
+ */
+const TXN_RETRY_MS = 8_000;
+const TXN_RETRY_CALL_MS = 4_000;
 
 /**
  * Calls a transactional API again while it fails with a retriable error that does not require an
@@ -607,7 +615,7 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     this.#dirty = true;
     const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
     try {
-      await retryingTxnCall(() => call((cb) => this.#producer.sendOffsetsToTransaction(list, consumer.raw, TRANSACTION_CALL_TIMEOUT_MS, cb)));
+      await retryingTxnCall(() => call((cb) => this.#producer.sendOffsetsToTransaction(list, consumer.raw, TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
       throw classify(error, "adding offsets to a transaction");
     }
@@ -620,7 +628,7 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
       // librdkafka's contract: a retriable error (a timeout while the broker is away) means the
       // outcome is not known yet, and the commit must be called again, not aborted; only an error
       // that requires an abort (or a fatal one) ends it.
-      await retryingTxnCall(() => call((cb) => this.#producer.commitTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb)));
+      await retryingTxnCall(() => call((cb) => this.#producer.commitTransaction(TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
       // Still open: the loop aborts it (librdkafka needs the abort before the next begin).
       throw classify(error, "committing a transaction");
