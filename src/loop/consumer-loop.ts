@@ -18,6 +18,7 @@ import { MetricsRecorder } from "../metrics/index.ts";
 import { Checkpointer, type CheckpointStep } from "../state/checkpointer.ts";
 import { closeComputeSteps, startComputeSteps } from "./compute-runtime.ts";
 import { OperatorTasks } from "./operator-tasks.ts";
+import { PauseDetector } from "./pause-detector.ts";
 import { stateTopicOf } from "./plan.ts";
 import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "./logger.ts";
@@ -364,6 +365,8 @@ export class ConsumerLoop {
     }
     /** Whether the session's poll loop runs (only then can it answer a rebalance hook). */
     let polling = false;
+    /** Tells when this process was frozen, so that the stall watchdog does not blame the consumer. */
+    const pauses = new PauseDetector();
     const session: Session = {
       tasks,
       admin,
@@ -436,9 +439,17 @@ export class ConsumerLoop {
       /** Since when some partition waits for a stable committed offset, and when this member last released its own pending commits. */
       let heldSince = 0;
       let releasedAt = 0;
+      pauses.start();
       while (!this.#stopRequested) {
         const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
         const now = Date.now();
+        if (pauses.takePause()) {
+          // This process was frozen or blocked (SIGSTOP, a long synchronous step): the consumer
+          // had no chance meanwhile, so the watchdog's clocks start again.
+          lastRecord = now;
+          this.#endsAnsweredAt = now;
+          heldSince = 0;
+        }
         if (DEBUG_LOOP) this.#log("debug", `poll: ${records.length} records`);
         if (records.length > 0) {
           await this.#processBatch(session, records);
@@ -525,6 +536,7 @@ export class ConsumerLoop {
     } finally {
       this.#session = undefined;
       polling = false;
+      pauses.stop();
       for (const resolve of this.#rebalanceWaiters.splice(0)) resolve();
       await this.#close(session);
     }
