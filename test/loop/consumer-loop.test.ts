@@ -272,3 +272,31 @@ describe("a partition held on an unstable committed offset", () => {
     expect(log.released).toEqual(["in:0"]);
   }, 60_000);
 });
+
+describe("the stall watchdog", () => {
+  // Fault soak, seed 21: each process continued after a 20 s SIGSTOP was restarted at once as
+  // "stalled" (no records for 20 s, its end-offset requests unanswered): the time it was frozen
+  // was blamed on its consumer. Frozen here for 16 s, past the 15 s stall time.
+  test("a process that was frozen is not a stalled consumer: no restart when it comes back", async () => {
+    const { client } = scriptedClient([]);
+    const consumer = client.consumer({} as never);
+    let polls = 0;
+    consumer.poll = async (_max, timeoutMs) => {
+      if (++polls === 5) {
+        const until = Date.now() + 16_000;
+        while (Date.now() < until) {
+          // frozen: no timer, no request, nothing runs
+        }
+      }
+      await new Promise((r) => setTimeout(r, timeoutMs));
+      return [];
+    };
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true" }), client, quiet);
+    const running = loop.run();
+    while (polls < 5) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 1000));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(loop.counters.stallRestarts).toBe(0);
+  }, 40_000);
+});
