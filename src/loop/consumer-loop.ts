@@ -709,7 +709,8 @@ export class ConsumerLoop {
     if (session.tasks.active) {
       // A partition with records still to read never counts as idle (its rows would become late).
       const backlog = (tp: TopicPartition) => !this.#caughtUp(session, tp);
-      for (const { stage, rows, topics, partitions } of session.tasks.advance(session.consumer.owned(), Date.now(), backlog)) {
+      const empty = (tp: TopicPartition) => this.#ends.get(tpKey(tp.topic, tp.partition)) === 0n;
+      for (const { stage, rows, topics, partitions } of session.tasks.advance(session.consumer.owned(), Date.now(), backlog, empty)) {
         this.metrics.timersFired(stage.index, rows.length);
         // Exactly-once: state that fired is work of the open transaction like a consumed row (its
         // partition revoked before the commit, the transaction must not commit the fired rows).

@@ -100,6 +100,28 @@ describe("idle partitions without a hop", () => {
     expect(tasks.advance(owned, t0 + options.idlePartitionMs + 1).flatMap((f) => f.rows)).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }]);
   });
 
+  // Fault soak, Node, seed 23: an empty input partition moved with another one to a new owner; it
+  // held that owner's watermark for the idle time, and the other partition's last windows had not
+  // fired when the pipeline stopped 4.5 s later.
+  test("an empty partition (end offset 0) never holds the watermark, even newly owned", async () => {
+    const tasks = new OperatorTasks([stage], noState, options, emptyCounters());
+    tasks.setStageTopics(stage, ["in"]);
+    const owned = [{ topic: "in", partition: 0 }, { topic: "in", partition: 1 }];
+    const t0 = Date.now();
+    const task = await tasks.task(stage, 0);
+    tasks.process(task, inbound("in", 0, 0), { g: "a", ts: 10 }, 0);
+    tasks.process(task, inbound("in", 0, 1), { g: "a", ts: 2 * MINUTE + 10 }, 0);
+    const empty = (tp: { partition: number }) => tp.partition === 1;
+    expect(tasks.advance(owned, t0 + 1000, () => false, empty).flatMap((f) => f.rows)).toEqual([{ windowStart: 0, windowEnd: MINUTE, g: "a", n: 1 }]);
+    // Not empty (it has records, none read yet): it holds until idle, as before.
+    const other = new OperatorTasks([stage], noState, options, emptyCounters());
+    other.setStageTopics(stage, ["in"]);
+    const t = await other.task(stage, 0);
+    other.process(t, inbound("in", 0, 0), { g: "a", ts: 10 }, 0);
+    other.process(t, inbound("in", 0, 1), { g: "a", ts: 2 * MINUTE + 10 }, 0);
+    expect(other.advance(owned, t0 + 1000, () => false, () => false)).toEqual([]);
+  });
+
   test("every partition idle, one of them never seen: the least time of those seen holds", async () => {
     const tasks = new OperatorTasks([stage], noState, options, emptyCounters());
     tasks.setStageTopics(stage, ["in"]);
