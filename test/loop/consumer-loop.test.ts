@@ -300,3 +300,86 @@ describe("the stall watchdog", () => {
     expect(loop.counters.stallRestarts).toBe(0);
   }, 40_000);
 });
+
+describe("the transactional producer across sessions", () => {
+  // Node + librdkafka soak, seed 23: a session's transactional producer closed while the broker
+  // was away never finished its destroy, and the process could not exit at its stop. A
+  // recoverable failure now keeps the producer (the transaction aborted, or aborted again by the
+  // next session when the broker was away); a fenced one is replaced.
+  function twoSessions(failure: () => Error, abortFailsOnce = false) {
+    const log = { made: 0, closed: 0, aborts: 0, abortFailures: 0, sessions: 0, commits: 0 };
+    let open = false;
+    let failNext = true;
+    let abortFail = abortFailsOnce;
+    const tx: TransactionalProducer = {
+      get inTransaction() {
+        return open;
+      },
+      ready: async () => {},
+      send: async (out) => void (open ||= out.length > 0),
+      sendOffsets: async () => void (open = true),
+      commit: async () => {
+        if (failNext) {
+          failNext = false;
+          throw failure();
+        }
+        log.commits++;
+        open = false;
+      },
+      abort: async () => {
+        if (abortFail) {
+          abortFail = false;
+          log.abortFailures++;
+          throw new FvError("KAFKA_RETRYABLE", "the broker is away");
+        }
+        log.aborts++;
+        open = false;
+      },
+      releasePendingOffsets: async () => {},
+      close: async () => void log.closed++,
+    };
+    const { client } = scriptedClient([]);
+    const consumer = client.consumer({} as never);
+    consumer.start = async () => void log.sessions++;
+    let polled = 0;
+    // A record whenever no transaction is open, until one commits.
+    consumer.poll = async (_max, timeoutMs) => {
+      if (log.commits === 0 && !open) return [record(polled++)];
+      await new Promise((r) => setTimeout(r, timeoutMs));
+      return [];
+    };
+    client.transactionalProducer = () => (log.made++, tx);
+    return { client, log };
+  }
+
+  test("a recoverable failure keeps it for the next session; a failed abort is done again before the next session starts", async () => {
+    const { client, log } = twoSessions(() => new FvError("KAFKA_RETRYABLE", "the coordinator moved"), true);
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "20" }), client, quiet);
+    const running = loop.run();
+    const until = Date.now() + 10_000;
+    while (log.commits === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(log.sessions).toBe(2);
+    expect(log.made).toBe(1);
+    expect(log.abortFailures).toBe(1);
+    // The abort that failed as the first session ended is done when the second one starts.
+    expect(log.aborts).toBe(1);
+    expect(log.commits).toBe(1);
+    // Closed once, when the loop ended.
+    expect(log.closed).toBe(1);
+  });
+
+  test("a fenced producer is closed and replaced", async () => {
+    const { client, log } = twoSessions(() => new FvError("KAFKA_FENCED", "fenced by a newer producer"));
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "20" }), client, quiet);
+    const running = loop.run();
+    const until = Date.now() + 10_000;
+    while (log.commits === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    expect(log.sessions).toBe(2);
+    expect(log.made).toBe(2);
+    expect(log.closed).toBe(2);
+  });
+});
