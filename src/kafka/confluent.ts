@@ -637,16 +637,15 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     this.#dirty = false;
   }
 
-  /** A failed abort (the broker away) leaves the transaction open: abort may be called again later. */
   async abort(): Promise<void> {
     if (!this.#open || !this.#dirty) return;
+    this.#open = false;
+    this.#dirty = false;
     try {
       await call((cb) => this.#producer.abortTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
     } catch (error) {
       throw classify(error, "aborting a transaction");
     }
-    this.#open = false;
-    this.#dirty = false;
   }
 
   async releasePendingOffsets(consumer: GroupConsumer, held: TopicPartition): Promise<void> {

@@ -676,9 +676,6 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     try {
       await tx.abort();
     } catch (error) {
-      // Still open (the broker away): abort may be called again later.
-      this.#tx = tx;
-      this.#dirty = true;
       throw classify(error, "aborting a transaction");
     }
   }

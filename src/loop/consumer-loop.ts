@@ -172,16 +172,6 @@ export class ConsumerLoop {
   #revokedDuringBatch: Set<string> | undefined;
   #error: FvError | undefined;
   #backgroundError: FvError | undefined;
-  /**
-   * Exactly-once: the transactional producer, kept from one session to the next. Closing a
-   * librdkafka producer while the broker is away left its destroy blocked in a threadpool thread
-   * for good, and the process could not exit (docs/ARCHITECTURE.md, known issues); a recoverable
-   * failure now aborts the transaction and keeps the producer. It is replaced only when fenced or
-   * broken, and closed when the loop ends.
-   */
-  #tx: TransactionalProducer | undefined;
-  /** The kept producer must not be used again (fenced, or its transaction could not be ended). */
-  #retireTx = false;
   /** Batches processed by the current session (a failed session that made progress resets the restart count). */
   #sessionBatches = 0;
 
@@ -293,11 +283,6 @@ export class ConsumerLoop {
     try {
       return await this.#runSessions();
     } finally {
-      const tx = this.#tx;
-      this.#tx = undefined;
-      if (tx) {
-        await Promise.race([tx.close().catch((error) => this.#log("warn", `closing the transactional producer: ${(error as Error).message}`)), sleep(CLOSE_TIMEOUT_MS)]);
-      }
       await closeComputeSteps(this.#compute);
     }
   }
@@ -387,7 +372,7 @@ export class ConsumerLoop {
       admin,
       // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
       tx: this.#exactlyOnce
-        ? (this.#tx ??= this.#client.transactionalProducer({ clientId, transactionalId: `fv-${plan.pipeline}-${settings.instanceId ?? plan.instanceId}-${plan.consumerIndex}` }))
+        ? this.#client.transactionalProducer({ clientId, transactionalId: `fv-${plan.pipeline}-${settings.instanceId ?? plan.instanceId}-${plan.consumerIndex}` })
         : undefined,
       producer: this.#exactlyOnce ? undefined : this.#client.producer({ clientId }),
       consumer: this.#client.consumer({
@@ -442,14 +427,6 @@ export class ConsumerLoop {
     };
     this.#session = session;
     try {
-      // A transaction the last session could not end (the broker was away) is aborted first; a
-      // retryable failure of that ends this session too, and the next one tries again.
-      if (session.tx?.inTransaction) {
-        await session.tx.abort().catch((error) => {
-          if (recoveryOf(error) !== "retryable") this.#retireTx = true;
-          throw error;
-        });
-      }
       // Fence a predecessor with the same transactional id first, so the offsets read next are final.
       await session.tx?.ready();
       await session.consumer.start();
@@ -551,13 +528,10 @@ export class ConsumerLoop {
       else await this.#commitAtLeastOnce();
     } catch (error) {
       if (session.tx?.inTransaction) {
-        // Not ended (the broker is away): the next session aborts it before anything else.
-        await session.tx.abort().catch((abortError) => void (recoveryOf(abortError) !== "retryable" && (this.#retireTx = true)));
+        await session.tx.abort().catch(() => {});
         this.counters.transactionsAborted++;
         this.metrics.transaction("abort");
       }
-      // A fenced producer cannot be used again (nor can one the group fenced us out of, to be safe).
-      if (recoveryOf(error) === "fenced" || recoveryOf(error) === "fatal") this.#retireTx = true;
       throw error;
     } finally {
       this.#session = undefined;
@@ -1072,12 +1046,7 @@ export class ConsumerLoop {
     await bounded("admin client", () => session.admin.close());
     await bounded("consumer", () => session.consumer.close());
     await bounded("producer", session.producer && (() => session.producer!.close()));
-    // Kept for the next session unless retired; the loop closes it when it ends.
-    if (session.tx && this.#retireTx) {
-      this.#retireTx = false;
-      if (this.#tx === session.tx) this.#tx = undefined;
-      await bounded("transactional producer", () => session.tx!.close());
-    }
+    await bounded("transactional producer", session.tx && (() => session.tx!.close()));
   }
 }
 
