@@ -8,26 +8,9 @@
  * log("info", `admin on http://127.0.0.1:${server.port}/`);
  * await server.close();
  */
+import type { FetchApp, ServeAdmin, ServeOptions, Served } from "./serve-types.ts";
 
-/** Anything with a Web-standard fetch handler: a Hono app qualifies. */
-export interface FetchApp {
-  fetch(request: Request): Response | Promise<Response>;
-}
-
-export interface ServeOptions {
-  hostname: string;
-  /** 0 picks a free port; the served port is in the result. */
-  port: number;
-}
-
-export interface Served {
-  /** The port actually listened on. */
-  port: number;
-  /** Stops listening and closes open connections; resolves once the socket is released. */
-  close(): Promise<void>;
-}
-
-export type ServeAdmin = (app: FetchApp, options: ServeOptions) => Promise<Served>;
+export type { FetchApp, ServeAdmin, ServeOptions, Served } from "./serve-types.ts";
 
 /** Which runtime runs this code. */
 export function currentRuntime(): "bun" | "deno" | "node" {

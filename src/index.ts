@@ -12,7 +12,7 @@ export { groupKeyText, planKeying, repartitionTopicOf, type StageKeying } from "
 export { type ErrorCode, ErrorCodes, type ErrorContext, FvError, type Recovery, recoveryOf } from "./errors.ts";
 export { compileExpression, type CompiledExpression, type Row, type Value } from "./expr/index.ts";
 export type { LoopCounters } from "./loop/counters.ts";
-export { type Logger, type LogLevel, silentLogger } from "./loop/logger.ts";
+export { type Logger, type LogLevel, silentLogger } from "./logger.ts";
 export { groupIdOf } from "./loop/plan.ts";
 export { planStream, runStream, type RunStreamOptions, type StreamPlan } from "./loop/run-stream.ts";
 export type * from "./kafka/port.ts";

@@ -1,5 +1,5 @@
 /** Serves a fetch handler with Bun.serve. Bun only: import it through runtime/serve.ts. */
-import type { FetchApp, ServeOptions, Served } from "../serve.ts";
+import type { FetchApp, ServeOptions, Served } from "../serve-types.ts";
 
 export function serveAdmin(app: FetchApp, options: ServeOptions): Promise<Served> {
   const server = Bun.serve({ hostname: options.hostname, port: options.port, fetch: (request) => app.fetch(request) });

@@ -1,5 +1,5 @@
 /** Serves a fetch handler with Deno.serve. Deno only: import it through runtime/serve.ts. */
-import type { FetchApp, ServeOptions, Served } from "../serve.ts";
+import type { FetchApp, ServeOptions, Served } from "../serve-types.ts";
 
 /** The part of Deno's API used here (the project type-checks against Bun's types). */
 declare const Deno: {

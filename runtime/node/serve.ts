@@ -1,6 +1,6 @@
 /** Serves a fetch handler on Node with @hono/node-server. */
 import { serve } from "@hono/node-server";
-import type { FetchApp, ServeOptions, Served } from "../serve.ts";
+import type { FetchApp, ServeOptions, Served } from "../serve-types.ts";
 
 export function serveAdmin(app: FetchApp, options: ServeOptions): Promise<Served> {
   return new Promise((resolve, reject) => {

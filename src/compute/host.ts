@@ -3,7 +3,7 @@
  * Bun, Deno or node: itself. `runtime/compute/node-host.ts` implements them with node:fs and
  * node:child_process, which work on Bun, Deno and Node.
  */
-import type { LogLevel } from "../loop/logger.ts";
+import type { LogLevel } from "../logger.ts";
 
 /** Reads transform folders. Paths are plain strings joined with "/". */
 export interface TransformFs {

@@ -20,7 +20,7 @@ import {
   type CelValue,
 } from "@bufbuild/cel";
 import { strings } from "@bufbuild/cel/ext";
-import type { CompiledExpression } from "./compile-expression.ts";
+import type { CompiledExpression } from "./compiled-expression.ts";
 import { ExpressionCompileError, ExpressionEvalError, type EvalErrorReason } from "./expression-errors.ts";
 import type { Row, Value } from "./value.ts";
 

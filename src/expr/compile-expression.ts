@@ -3,20 +3,11 @@
  */
 import { columnsOf } from "./ast.ts";
 import { compileCel } from "./cel-expression.ts";
+import type { CompiledExpression } from "./compiled-expression.ts";
 import { compileTree } from "./compiler.ts";
 import { ExpressionCompileError } from "./expression-errors.ts";
 import { defaultFunctions, type FunctionRegistry } from "./function-registry.ts";
 import { parse } from "./parser.ts";
-import type { Row, Value } from "./value.ts";
-
-export interface CompiledExpression {
-  readonly source: string;
-  readonly language: "fv" | "cel";
-  /** Top-level columns the expression reads (deduplicated, in first-read order). For `a.b[0]` it is `a`. */
-  readonly columns: readonly string[];
-  /** Evaluate on one row. Throws ExpressionEvalError on a runtime error; never anything else. */
-  evaluate(row: Row): Value;
-}
 
 export interface CompileOptions {
   /** "fv" (the default) is the value dialect; "cel" runs the expression with @bufbuild/cel. */

@@ -9,7 +9,8 @@
  */
 export type { Value, Row, ValueKind } from "./value.ts";
 export { kindOf, valuesEqual } from "./value.ts";
-export type { CompiledExpression, CompileOptions } from "./compile-expression.ts";
+export type { CompiledExpression } from "./compiled-expression.ts";
+export type { CompileOptions } from "./compile-expression.ts";
 export { compileExpression } from "./compile-expression.ts";
 export type { CompileErrorReason, EvalErrorReason } from "./expression-errors.ts";
 export { ExpressionCompileError, ExpressionEvalError } from "./expression-errors.ts";

@@ -1,7 +1,7 @@
 import type { CompiledStage } from "../control/topology.ts";
 import { type ComputeHost, type ComputeStep, createComputeStep, type TransformFs, TransformRegistry } from "../compute/index.ts";
 import { FvError } from "../errors.ts";
-import type { Logger } from "./logger.ts";
+import type { Logger } from "../logger.ts";
 
 /**
  * Where compute steps come from. Plain data, so it crosses into Workers: `hostModule` is the URL

@@ -21,7 +21,7 @@ import { OperatorTasks } from "./operator-tasks.ts";
 import { PauseDetector } from "./pause-detector.ts";
 import { stateTopicOf } from "./plan.ts";
 import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
-import type { Logger } from "./logger.ts";
+import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import { decodeRow } from "./record-codec.ts";
 import { outputKeyColumns, rowKeyText } from "../control/keying.ts";

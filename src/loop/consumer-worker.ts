@@ -4,7 +4,7 @@
  */
 import { loadKafkaClient } from "../kafka/clients.ts";
 import { ConsumerLoop } from "./consumer-loop.ts";
-import type { Logger } from "./logger.ts";
+import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
 

@@ -3,7 +3,7 @@ import type { TopicPartition } from "../kafka/port.ts";
 import { emptySnapshot, type MetricsSnapshot } from "../metrics/index.ts";
 import { ConsumerLoop, type LoopState } from "./consumer-loop.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
-import type { Logger } from "./logger.ts";
+import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
 

@@ -9,7 +9,7 @@ import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./comp
 import { addCounters, emptyCounters } from "./counters.ts";
 import { mergeSnapshots, type MetricsSnapshot } from "../metrics/index.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
-import { type Logger, silentLogger } from "./logger.ts";
+import { type Logger, silentLogger } from "../logger.ts";
 import { groupIdOf, type HopPlan, type LoopPlan, stateTopicOf } from "./plan.ts";
 
 export interface RunStreamOptions {

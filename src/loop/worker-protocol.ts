@@ -2,7 +2,7 @@ import type { TopicPartition } from "../kafka/port.ts";
 import type { MetricsSnapshot } from "../metrics/index.ts";
 import type { LoopState } from "./consumer-loop.ts";
 import type { LoopCounters } from "./counters.ts";
-import type { LogLevel } from "./logger.ts";
+import type { LogLevel } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 
 /** Main thread → worker. */
