@@ -7,8 +7,8 @@
  */
 export * from "./control/types.ts";
 export { parseSettings, type Settings, settingsTable } from "./control/settings.ts";
-export { type CompiledStage, type CompiledTopology, compileTopology } from "./control/topology.ts";
-export { groupKeyText, planKeying, repartitionTopicOf, type StageKeying } from "./control/keying.ts";
+export { type CompiledStage, type CompiledTopology, compileTopology } from "./topology/compile-topology.ts";
+export { groupKeyText, planKeying, repartitionTopicOf, type StageKeying } from "./topology/keying.ts";
 export { type ErrorCode, ErrorCodes, type ErrorContext, FvError, type Recovery, recoveryOf } from "./errors.ts";
 export { compileExpression, type CompiledExpression, type Row, type Value } from "./expr/index.ts";
 export type { LoopCounters } from "./loop/counters.ts";
@@ -17,5 +17,5 @@ export { groupIdOf } from "./loop/plan.ts";
 export { planStream, runStream, type RunStreamOptions, type StreamPlan } from "./loop/run-stream.ts";
 export type * from "./kafka/port.ts";
 export { loadKafkaClient } from "./kafka/clients.ts";
-export { rowPipeline, type RowCounters, type RowPipelineOptions } from "./steps/rows.ts";
+export { rowPipeline, type RowCounters, type RowPipelineOptions } from "./topology/row-pipeline.ts";
 export * from "./metrics/index.ts";

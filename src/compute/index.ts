@@ -22,4 +22,4 @@ export { computeOps, computeStepSchemas, type ComputeStepDef, containerStepSchem
 export type { ComputeCounters } from "./counters.ts";
 export type { Isolation } from "./plugin-channel.ts";
 export { containerCommand } from "./container-step.ts";
-export { type ComputePipelineCounters, computePipeline, type ComputeRunOptions, runCompute } from "./run-compute.ts";
+export { type ComputeRunOptions, runCompute } from "./run-compute.ts";

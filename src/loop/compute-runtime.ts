@@ -1,4 +1,4 @@
-import type { CompiledStage } from "../control/topology.ts";
+import type { CompiledStage } from "../topology/compile-topology.ts";
 import { type ComputeHost, type ComputeStep, createComputeStep, type TransformFs, TransformRegistry } from "../compute/index.ts";
 import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";

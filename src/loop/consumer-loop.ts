@@ -1,4 +1,4 @@
-import { compileTopology, type CompiledStage } from "../control/topology.ts";
+import { compileTopology, type CompiledStage } from "../topology/compile-topology.ts";
 import { FvError, recoveryOf } from "../errors.ts";
 import type {
   Admin,
@@ -24,7 +24,7 @@ import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import { decodeRow } from "./record-codec.ts";
-import { outputKeyColumns, rowKeyText } from "../control/keying.ts";
+import { outputKeyColumns, rowKeyText } from "../topology/keying.ts";
 import { eventTimeOf } from "../ops/index.ts";
 
 /** Lifecycle of a loop; every change is checked against `transitions`. */

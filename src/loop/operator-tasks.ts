@@ -1,4 +1,4 @@
-import type { CompiledStage } from "../control/topology.ts";
+import type { CompiledStage } from "../topology/compile-topology.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";

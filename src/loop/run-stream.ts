@@ -1,6 +1,6 @@
 import { parseSettings, type Settings } from "../control/settings.ts";
-import { planKeying } from "../control/keying.ts";
-import { compileTopology } from "../control/topology.ts";
+import { planKeying } from "../topology/keying.ts";
+import { compileTopology } from "../topology/compile-topology.ts";
 import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type InternalTopic, type TopicBinding, type Topology } from "../control/types.ts";
 import { FvError } from "../errors.ts";
 import { loadKafkaClient, resolveKafkaClient } from "../kafka/clients.ts";

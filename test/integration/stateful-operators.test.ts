@@ -21,7 +21,7 @@
  * on d1b2e80 and passes since f0d25c3; its comment says what was wrong and what is expected).
  */
 import { describe, expect, test } from "bun:test";
-import { compileTopology } from "../../src/control/topology.ts";
+import { compileTopology } from "../../src/topology/compile-topology.ts";
 import type { Admin, InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { emptyCounters } from "../../src/loop/counters.ts";
 import { OperatorTasks } from "../../src/loop/operator-tasks.ts";

@@ -1,6 +1,6 @@
 /** OperatorTasks' watermarks: across a repartition hop, and event-time progress that survives a restore. */
 import { describe, expect, test } from "bun:test";
-import { compileTopology } from "../../src/control/topology.ts";
+import { compileTopology } from "../../src/topology/compile-topology.ts";
 import type { Admin, InboundRecord } from "../../src/kafka/port.ts";
 import { emptyCounters } from "../../src/loop/counters.ts";
 import { OperatorTasks } from "../../src/loop/operator-tasks.ts";

@@ -10,7 +10,7 @@
  * rows go, re-keyed, through the internal topic `fv-repartition-<name>-<stage>` (stage counted
  * from 1, like every message), and the operator runs on that topic's partitions.
  */
-import type { CompiledStage, CompiledTopology } from "./topology.ts";
+import type { CompiledStage, CompiledTopology } from "./compile-topology.ts";
 
 /** The columns a dataset's message key is made of, or null when unknown (a source topic's key). */
 export type Keying = readonly string[] | null;

@@ -1,4 +1,4 @@
-import { compileTopology } from "../control/topology.ts";
+import { compileTopology } from "./compile-topology.ts";
 import type { StepDef } from "../control/types.ts";
 import type { FunctionRegistry, Row } from "../expr/index.ts";
 import { recoveryOf } from "../errors.ts";

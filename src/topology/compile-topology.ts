@@ -4,8 +4,8 @@ import type { FunctionRegistry, Row } from "../expr/index.ts";
 import { computeOps, computeStepSchemas } from "../compute/step-schemas.ts";
 import { type CompiledOperator, operatorSteps } from "../ops/index.ts";
 import { type InlineStep, inlineSteps } from "../steps/index.ts";
-import { describeIssues } from "./schema-issues.ts";
-import type { StageDef, Topology } from "./types.ts";
+import { describeIssues } from "../control/schema-issues.ts";
+import type { StageDef, Topology } from "../control/types.ts";
 
 const datasetName = v.pipe(v.string("a dataset name is a string"), v.minLength(1, "a dataset name cannot be empty"));
 
@@ -35,7 +35,7 @@ export interface StageOperator {
   readonly compiled: CompiledOperator;
   /**
    * The step's `repartition` option: false skips the hop (the user vouches that the inputs are
-   * keyed by the step's key columns), true forces one; absent, the engine decides (control/keying.ts).
+   * keyed by the step's key columns), true forces one; absent, the engine decides (keying.ts).
    */
   readonly repartition?: boolean;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { groupKeyText, planKeying, rowKeyText } from "../../src/control/keying.ts";
-import { compileTopology } from "../../src/control/topology.ts";
+import { groupKeyText, planKeying, rowKeyText } from "../../src/topology/keying.ts";
+import { compileTopology } from "../../src/topology/compile-topology.ts";
 
 const window = (groupBy: string[], extra: Record<string, unknown> = {}) => ({ op: "windowedAggregate", timeColumn: "ts", windowMs: 60000, groupBy, aggs: [{ op: "count", alias: "n" }], ...extra });
 const lastN = (groupBy: string[], extra: Record<string, unknown> = {}) => ({ op: "lastN", timeColumn: "windowEnd", n: 2, groupBy, ...extra });
