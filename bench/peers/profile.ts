@@ -16,6 +16,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { delay } from "../../src/async.ts";
 
 const [workload = "compute", runtime = "bun", guarantee = "eos", rowsArg = "200000"] = process.argv.slice(2);
 const ROWS = Number(rowsArg);
@@ -39,7 +40,6 @@ const run = (argv: string[]) => new Promise<string>((done, fail) => {
   c.stdout!.on("data", (d) => (out += d));
   c.on("exit", (code) => (code === 0 ? done(out) : fail(new Error(`${argv.join(" ")} exited ${code}`))));
 });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** CPU seconds (user + system) of a process and, separately, of each descendant. */
 function cpuSeconds(pid: number, out: Array<{ pid: number; cmd: string; s: number }> = []) {
@@ -80,7 +80,7 @@ if (runtime === "bun") {
   engine = start([bin("deno"), "run", "-A", `--inspect=127.0.0.1:${port}`, "runtime/cli/main.ts", "run", file], env);
   let ws: WebSocket | undefined;
   for (let i = 0; i < 100 && !ws; i++) {
-    await sleep(100);
+    await delay(100);
     try {
       const [target] = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json() as Array<{ webSocketDebuggerUrl: string }>;
       ws = new WebSocket(target!.webSocketDebuggerUrl);

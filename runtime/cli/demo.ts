@@ -5,6 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import process from "node:process";
+import { delay } from "../../src/async.ts";
 import { type BuildRecord, loadKafkaClient, type Logger, parseSettings, runStream } from "../../src/index.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
 import { packageRoot } from "../package-root.ts";
@@ -72,7 +73,7 @@ const tail = client.consumer({ groupId: `fv-demo-tail-${Date.now()}`, clientId: 
 let tailing = true;
 const tailDone = (async () => {
   // The stream creates the output topic; start tailing once it exists.
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  await delay(1500);
   await tail.start().catch((e) => log("warn", `tail: ${(e as Error).message}`));
   while (tailing) {
     for (const r of await tail.poll(100, 200).catch(() => [])) {
@@ -121,7 +122,7 @@ clearInterval(feeder);
 // What is still queued goes out before the end (a few tries), and the count says what did not.
 for (let i = 0; i < 5 && (feed.queue.length || feed.sending); i++) {
   await sendQueued();
-  if (feed.queue.length) await new Promise((resolve) => setTimeout(resolve, 200));
+  if (feed.queue.length) await delay(200);
 }
 process.stdout.write(`demo feeder: ${feed.made} trades made, ${feed.delivered} delivered${feed.queue.length ? `, ${feed.queue.length} NOT delivered` : ""}, ${feed.failures} failed sends retried\n`);
 tailing = false;

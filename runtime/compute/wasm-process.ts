@@ -7,6 +7,7 @@
  */
 import process from "node:process";
 import { createInterface } from "node:readline";
+import { SerialQueue } from "../../src/async.ts";
 import type { FromPluginHost, ToPluginHost } from "../../src/compute/plugin-protocol.ts";
 import { createPluginServer } from "../../src/compute/plugin-server.ts";
 
@@ -27,12 +28,12 @@ function send(message: FromPluginHost): void {
 }
 
 const handle = createPluginServer(send);
-let queue: Promise<void> = Promise.resolve();
+const messages = new SerialQueue();
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on("line", (line) => {
   if (line.length === 0) return;
   const message = JSON.parse(line) as ToPluginHost;
-  queue = queue.then(() => handle(message));
+  void messages.run(() => handle(message));
 });
 // The stream stops this process in order: end of stdin (then it exits 0), or SIGKILL. A SIGINT or
 // SIGTERM meant for the stream and sent to every process of its unit (systemd's default
@@ -40,6 +41,6 @@ lines.on("line", (line) => {
 process.on("SIGINT", () => {});
 process.on("SIGTERM", () => {});
 lines.on("close", () => {
-  void queue.then(() => process.exit(0));
+  void messages.run(async () => process.exit(0));
 });
 send({ type: "hello" });

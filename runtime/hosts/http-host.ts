@@ -13,6 +13,7 @@
  * record of each build and sends it as soon as the platform answers again.
  */
 import * as v from "valibot";
+import { backoffMs, delay, SerialQueue } from "../../src/async.ts";
 import { describeIssues } from "../../src/control/schema-issues.ts";
 import { type BuildRecord, BuildSignal, type ControlPlane, FvError, type Logger, silentLogger, type TopicBinding, type Topology } from "../../src/index.ts";
 
@@ -68,8 +69,6 @@ type Failure =
 
 type Outcome = { ok: true; status: number; body: unknown } | ({ ok: false } & Failure);
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * @example
  * const host = new HttpHost({ baseUrl: "http://127.0.0.1:8700", token: process.env.FV_CONTROL_PLANE_TOKEN, log });
@@ -87,7 +86,7 @@ export class HttpHost implements ControlPlane {
   /** The latest record of each build not yet accepted by the platform. */
   readonly #pending = new Map<string, BuildRecord>();
   readonly #rejected = new WeakMap<BuildRecord, FvError>();
-  #queue: Promise<void> = Promise.resolve();
+  readonly #drains = new SerialQueue();
   #reachable = true;
 
   constructor(options: HttpHostOptions) {
@@ -168,9 +167,7 @@ export class HttpHost implements ControlPlane {
 
   /** One drain at a time, in call order, so an older record never lands after a newer one. */
   #drain(): Promise<void> {
-    const run = this.#queue.then(() => this.#sendPending());
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#drains.run(() => this.#sendPending());
   }
 
   async #sendPending(): Promise<void> {
@@ -271,8 +268,8 @@ export class HttpHost implements ControlPlane {
         }
         return outcome;
       }
-      const delay = Math.min(this.#backoffMs * 2 ** (attempts - 1), MAX_BACKOFF_MS);
-      await sleep(delay / 2 + Math.random() * (delay / 2));
+      const wait = backoffMs(attempts - 1, this.#backoffMs, MAX_BACKOFF_MS);
+      await delay(wait / 2 + Math.random() * (wait / 2));
     }
   }
 

@@ -12,6 +12,7 @@
  *    the process on its own is poison ("container_crash"). No row is lost either way.
  * 5. stderr goes to the host's logger, line by line.
  */
+import { backoffMs, delay, SerialQueue } from "../async.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import { rowCaster } from "./columns.ts";
@@ -68,10 +69,11 @@ export class ContainerStep {
   readonly #castIn: ((row: Row) => Row) | null;
   readonly #castOut: ((row: Row) => Row) | null;
   #running: Running | undefined;
-  #backoffMs = 0;
+  /** Restarts since the last healthy batch: the first one waits nothing, then the backoff grows. */
+  #restartsInRow = 0;
   #nextId = 1;
   #closed = false;
-  #queue: Promise<unknown> = Promise.resolve();
+  readonly #batches = new SerialQueue();
 
   constructor(ref: string, manifest: TransformManifest, command: string[], host: ComputeHost, context: Record<string, unknown>) {
     this.ref = ref;
@@ -131,8 +133,8 @@ export class ContainerStep {
   /** A running process, started again (after the backoff delay) when the last one died. */
   async #ensureRunning(): Promise<Running> {
     if (this.#running && !this.#running.exited) return this.#running;
-    if (this.#backoffMs > 0) await new Promise((r) => setTimeout(r, this.#backoffMs));
-    this.#backoffMs = Math.min(Math.max(this.#backoffMs * 2, BACKOFF_START_MS), BACKOFF_MAX_MS);
+    if (this.#restartsInRow > 0) await delay(backoffMs(this.#restartsInRow - 1, BACKOFF_START_MS, BACKOFF_MAX_MS));
+    this.#restartsInRow++;
     this.counters.restarts++;
     try {
       await this.start();
@@ -171,7 +173,7 @@ export class ContainerStep {
       else running.writer.write(JSON.stringify({ id, rows }));
     });
     if (outcome === "crash" || !outcome.ok) this.counters.failedCalls++;
-    else this.#backoffMs = 0;
+    else this.#restartsInRow = 0;
     return outcome;
   }
 
@@ -183,9 +185,7 @@ export class ContainerStep {
   }
 
   processBatch(rows: Row[]): Promise<ComputeResult[]> {
-    const run = this.#queue.then(() => this.#process(rows));
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#batches.run(() => this.#process(rows));
   }
 
   async #process(rows: Row[]): Promise<ComputeResult[]> {
@@ -212,7 +212,7 @@ export class ContainerStep {
     this.#running = undefined;
     if (!running || running.exited) return;
     running.writer.close(); // end of input: a well-behaved process exits
-    const exited = await Promise.race([running.child.exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 1000))]);
+    const exited = await Promise.race([running.child.exited.then(() => true), delay(1000).then(() => false)]);
     if (!exited) running.child.kill("SIGKILL");
   }
 }

@@ -11,6 +11,7 @@
  * Plugin state (Extism vars, module globals) is not snapshotted: a restart or a trap starts the
  * plugin afresh.
  */
+import { SerialQueue } from "../async.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import { rowCaster } from "./columns.ts";
@@ -218,7 +219,7 @@ export class WasmStep {
   readonly #client: PluginClient;
   readonly #castIn: ((row: Row) => Row) | null;
   readonly #castOut: ((row: Row) => Row) | null;
-  #queue: Promise<unknown> = Promise.resolve();
+  readonly #batches = new SerialQueue();
   #closed = false;
 
   constructor(ref: string, manifest: TransformManifest, client: PluginClient, batchSize: number) {
@@ -239,9 +240,7 @@ export class WasmStep {
   }
 
   processBatch(rows: Row[]): Promise<ComputeResult[]> {
-    const run = this.#queue.then(() => this.#process(rows));
-    this.#queue = run.catch(() => {});
-    return run;
+    return this.#batches.run(() => this.#process(rows));
   }
 
   async #process(rows: Row[]): Promise<ComputeResult[]> {

@@ -3,6 +3,7 @@
  * can be abandoned (see wasm-step.ts). Started by the step with
  * `new Worker(new URL("./wasm-worker.ts", import.meta.url), { type: "module" })`.
  */
+import { SerialQueue } from "../async.ts";
 import type { FromPluginHost, ToPluginHost } from "./plugin-protocol.ts";
 import { createPluginServer } from "./plugin-server.ts";
 
@@ -12,8 +13,8 @@ const scope = globalThis as unknown as {
 };
 
 const handle = createPluginServer((message) => scope.postMessage(message));
-let queue: Promise<void> = Promise.resolve();
+const messages = new SerialQueue();
 scope.onmessage = (event) => {
-  queue = queue.then(() => handle(event.data));
+  void messages.run(() => handle(event.data));
 };
 scope.postMessage({ type: "hello" });
