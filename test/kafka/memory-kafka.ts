@@ -17,7 +17,8 @@
  *     against the group's current generation and member (KIP-447) and stay pending until the
  *     transaction ends; a stable committed-offset read (and a consumer with `stableOffsets`) waits
  *     for them;
- *   - injected faults: `failNext` makes the next sends, commits or polls fail with a given error.
+ *   - injected faults: `failNext` makes the next sends, commits or polls fail with a given error,
+ *     `slowNext` makes the next one slow.
  *
  * What it does not: retention and compaction (every record stays), transaction timeouts, static
  * membership (a group instance id only names the member for the assignment order), quotas, and
@@ -60,11 +61,18 @@ export type JournalEntry =
   | { at: number; kind: "join"; groupId: string; memberId: string; clientId: string }
   | { at: number; kind: "leave"; groupId: string; memberId: string; why: "closed" | "expired" }
   | { at: number; kind: "generation"; groupId: string; generation: number; assignment: Record<string, string[]> }
-  | { at: number; kind: "fault"; operation: FaultOperation; message: string };
+  | { at: number; kind: "fault"; operation: FaultOperation; message: string }
+  | { at: number; kind: "slow"; operation: FaultOperation; ms: number };
 
 export interface MemoryKafkaOptions {
   /** A rebalance drops members that have not rejoined after this long (Kafka's rebalance timeout). */
   rebalanceTimeoutMs?: number;
+  /**
+   * Most time a member waits for its `onRebalance` hook before it rejoins anyway (both adapters
+   * bound it at 20 s, inside the rebalance timeout): a loop stuck in a batch then hears of the
+   * new assignment in the middle of it.
+   */
+  rebalanceHookTimeoutMs?: number;
   /** How long a stable committed-offset read waits for pending transactional offsets before it fails as retryable. */
   stableWaitMs?: number;
 }
@@ -292,16 +300,19 @@ export class MemoryKafka {
   readonly #groups = new Map<string, Group>();
   readonly #transactionalIds = new Map<string, Registration>();
   readonly #faults: Array<{ operation: FaultOperation; error: FvError; topic?: string; remaining: number }> = [];
+  readonly #slow: Array<{ operation: FaultOperation; ms: number; topic?: string }> = [];
   readonly #listeners = new Set<() => void>();
   readonly #roundRobin = new Map<string, number>();
   #nextProducerId = 1000;
   readonly rebalanceTimeoutMs: number;
+  readonly rebalanceHookTimeoutMs: number;
   readonly stableWaitMs: number;
   /** Everything that happened, in order. */
   readonly journal: JournalEntry[] = [];
 
   constructor(options: MemoryKafkaOptions = {}) {
     this.rebalanceTimeoutMs = options.rebalanceTimeoutMs ?? 30_000;
+    this.rebalanceHookTimeoutMs = options.rebalanceHookTimeoutMs ?? 20_000;
     this.stableWaitMs = options.stableWaitMs ?? 60_000;
   }
 
@@ -474,6 +485,20 @@ export class MemoryKafka {
     throw fault.error;
   }
 
+  /** The next operation of this kind (for a send, one that writes to `topic` when given) takes `ms` longer: a slow broker. */
+  slowNext(operation: FaultOperation, ms: number, options: { topic?: string } = {}): void {
+    this.#slow.push({ operation, ms, ...(options.topic ? { topic: options.topic } : {}) });
+  }
+
+  /** Waits out the first queued slowdown for this operation, if any. */
+  async slowdown(operation: FaultOperation, topics: string[] = []): Promise<void> {
+    const index = this.#slow.findIndex((f) => f.operation === operation && (f.topic === undefined || topics.includes(f.topic)));
+    if (index < 0) return;
+    const [slow] = this.#slow.splice(index, 1);
+    this.note({ kind: "slow", operation, ms: slow!.ms });
+    await new Promise((r) => setTimeout(r, slow!.ms));
+  }
+
   /** Faults not fired yet. */
   get pendingFaults(): number {
     return this.#faults.reduce((n, f) => n + f.remaining, 0);
@@ -556,11 +581,13 @@ class MemoryConsumer implements GroupConsumer {
   async rejoin(): Promise<void> {
     this.#rebalancing = true;
     this.#kafka.changed();
-    try {
-      await this.#options.listener?.onRebalance?.();
-    } catch {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
       // A failing hook does not keep the member out of the group.
-    }
+      Promise.resolve(this.#options.listener?.onRebalance?.()).catch(() => {}),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, this.#kafka.rebalanceHookTimeoutMs))),
+    ]);
+    clearTimeout(timer);
     if (this.#closed || !this.memberId) return;
     this.lastSeen = Date.now();
     this.#group.rejoined(this);
@@ -705,6 +732,7 @@ class MemoryProducer implements Producer {
   async send(records: OutboundRecord[]): Promise<void> {
     if (records.length === 0) return;
     this.#kafka.fault("send", records.map((r) => r.topic));
+    await this.#kafka.slowdown("send", records.map((r) => r.topic));
     this.#kafka.append(records, undefined);
   }
 
@@ -753,6 +781,8 @@ class MemoryTransactionalProducer implements TransactionalProducer {
     const registration = this.#registration("producing in a transaction");
     const transaction = this.#begin(registration);
     this.#kafka.fault("send", records.map((r) => r.topic));
+    await this.#kafka.slowdown("send", records.map((r) => r.topic));
+    this.#registration("producing in a transaction");
     this.#kafka.append(records, transaction);
   }
 

@@ -196,7 +196,41 @@ describe("exactly-once", () => {
     expect(kafka.uncommittedRecords()).toBe(0);
   });
 
-  test("partitions revoked while their records are in the open transaction abort it at once, and the new session does the work again", async () => {
+  // Both adapters rejoin without the loop's checkpoint once its rebalance hook has waited 20 s (a
+  // batch stuck on a slow broker): the new assignment then lands in the middle of the batch, and
+  // the member is in the new generation, so only the loop can keep the revoked work from committing.
+  test("a partition revoked while its records are in the open transaction aborts it: none of its work commits, and its next owner does it once", async () => {
+    const kafka = new MemoryKafka({ rebalanceHookTimeoutMs: 50 });
+    kafka.createTopic("in", 2);
+    kafka.createTopic("out", 2);
+    const { loop, stop } = start(kafka, planOf(selectId, { STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "60000" }));
+    kafka.produce("in", [0, 1].map((id) => ({ key: null, value: json({ id }), partition: id % 2 })));
+    await waitFor("the first batch is in the open transaction", () => kafka.uncommittedRecords() === 2);
+    // The next batch's send hangs; meanwhile a second member joins and takes in:1.
+    kafka.slowNext("send", 400);
+    kafka.produce("in", [2, 3].map((id) => ({ key: null, value: json({ id }), partition: id % 2 })));
+    await waitFor("the send hangs", () => kafka.journal.some((e) => e.kind === "slow"));
+    const other = kafka.client().consumer({ groupId: GROUP, clientId: "other", topics: ["in"], offsetReset: "earliest", stableOffsets: true });
+    await other.start();
+    expect(other.owned()).toEqual([{ topic: "in", partition: 1 }]);
+    await waitFor("the loop restarted", () => loop.counters.restarts === 1, 3000);
+    await waitFor("the new session has in:0's outputs in its transaction", () => kafka.uncommittedRecords() === 2);
+    // Nothing of the aborted transaction is visible, and no offset of in:1 was committed.
+    expect(kafka.readText("out")).toEqual([]);
+    expect(kafka.committed(GROUP)).toEqual({});
+    // The other member leaves without reading: the loop commits in:0's work at the rebalance,
+    // and in:1 comes back to it.
+    await other.close();
+    await waitFor("in:0 is committed and in:1's outputs are in the next transaction", () => kafka.committed(GROUP)["in:0"] === 2n && kafka.uncommittedRecords() === 2);
+    expect(await stop()).toBe("STOPPED");
+
+    expect(values(kafka, "out")).toEqual([0, 1, 2, 3].map((id) => json({ id })).sort());
+    expect(kafka.committed(GROUP)).toEqual({ "in:0": 2n, "in:1": 2n });
+    const { consumed, emitted, transactionsCommitted, transactionsAborted, restarts } = loop.counters;
+    expect({ consumed, emitted, transactionsCommitted, transactionsAborted, restarts }).toEqual({ consumed: 4, emitted: 4, transactionsCommitted: 2, transactionsAborted: 1, restarts: 1 });
+  });
+
+  test("a member the group forgot (its session expired) aborts its open transaction and does the work again as a new member", async () => {
     const kafka = new MemoryKafka();
     kafka.createTopic("in", 2);
     kafka.createTopic("out", 2);
