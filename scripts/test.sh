@@ -3,7 +3,7 @@
 # one bun process; each real-broker file in test/integration/ runs in a process of its own,
 # because a pure-JS consumer stall was seen to persist within one long-lived test process
 # (see docs/ARCHITECTURE.md, known issues). Then Node: the tsc build, the Kafka port suite for
-# both adapters (node:test), and the integration files again once per Node engine
+# both adapters and the in-memory one (node:test), and the integration files again once per Node engine
 # (FV_TEST_ENGINE=node-confluent, node-platformatic; test/helpers/cli.ts). Exits non-zero when
 # any run fails. FV_TEST_ENGINES narrows the engines (e.g. "bun" or "node-confluent").
 set -uo pipefail
@@ -50,9 +50,9 @@ if [ ${#node_engines[@]} -gt 0 ]; then
     exit 1
   fi
   addon=$(cat node_modules/.fv-librdkafka 2>/dev/null || echo "no: not checked (run scripts/setup.sh)")
-  adapters=platformatic
+  adapters=memory,platformatic
   if [[ "$addon" == yes:* ]]; then
-    adapters=platformatic,confluent
+    adapters=memory,platformatic,confluent
   elif [[ " ${node_engines[*]} " == *" node-confluent "* ]]; then
     echo "test: SKIPPING the Node + librdkafka runs: the addon is not available (${addon#no: })"
     summary+=("node-confluent: skipped, the addon is not available (${addon#no: })")

@@ -3,6 +3,9 @@
  * admin, produce and group consume, commit, transactions with consumer offsets (the next offset
  * to read, message offset + 1), abort, state reads and end offsets.
  *
+ * Adapter `memory` is the in-memory Kafka the loop's unit tests run on (memory-kafka.ts): it
+ * needs no broker, and runs the same tests so that it stays faithful to the real adapters.
+ *
  * Node's own runner (node:test), because the librdkafka addon loads on Node only. scripts/test.sh
  * compiles it with tsconfig.node.json and runs `node --test`. FV_TEST_ADAPTERS narrows the
  * adapters (comma-separated); without the addon the confluent suite is skipped with its reason.
@@ -12,9 +15,16 @@ import { after, describe, test } from "node:test";
 import { resolveKafkaClient } from "../../src/kafka/clients.ts";
 import type { GroupConsumer, InboundRecord, KafkaClient, OutboundRecord, TopicPartition } from "../../src/kafka/port.ts";
 import { countTags, pollFor, pollUntil, writeAbortedAndCommitted } from "../helpers/port.ts";
+import { MemoryKafka } from "./memory-kafka.ts";
 
 const BROKERS = (process.env.STREAM_BROKERS ?? "127.0.0.1:9092").split(",");
-const ADAPTERS = (process.env.FV_TEST_ADAPTERS ?? "platformatic,confluent").split(",").filter(Boolean);
+const ADAPTERS = (process.env.FV_TEST_ADAPTERS ?? "memory,platformatic,confluent").split(",").filter(Boolean);
+
+/** A client of the adapter: `memory` is a fresh in-memory Kafka (no broker), the others talk to BROKERS. */
+async function clientOf(adapter: string): Promise<KafkaClient> {
+  if (adapter === "memory") return new MemoryKafka().client();
+  return (await resolveKafkaClient(adapter)).factory(BROKERS);
+}
 
 const uniqueName = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 7)}`;
 const text = (bytes: Uint8Array | null) => (bytes === null ? null : new TextDecoder().decode(bytes));
@@ -27,8 +37,7 @@ for (const adapter of ADAPTERS) {
   let client: KafkaClient | undefined;
   let skip: string | false = false;
   try {
-    const resolved = await resolveKafkaClient(adapter);
-    client = resolved.factory(BROKERS);
+    client = await clientOf(adapter);
   } catch (error) {
     skip = `${adapter} does not load here: ${(error as Error).message}`;
   }
