@@ -33,6 +33,26 @@ export class Commits {
     this.#current = current;
   }
 
+  /** The checkpoint between batches; the rebalance hooks waiting for it go on once it is done. */
+  async checkpoint(session: Session): Promise<void> {
+    const waiters = session.rebalanceWaiters.splice(0);
+    try {
+      if (session.tx) await this.transaction(session);
+      // State must be taken between batches, so a stateful pipeline waits for its checkpoint,
+      // and so does a rebalance.
+      else if (session.tasks.active || waiters.length) await this.atLeastOnce();
+      // Not awaited: the next batch runs while the commit is in flight (commits are chained). Its
+      // failure ends the session current when it fails.
+      else void this.atLeastOnce().catch((error) => {
+        const current = this.#current();
+        if (current) current.backgroundError ??= asFvError(error);
+      });
+    } finally {
+      // Committed or not (a failed one ends the session), the member may rejoin now.
+      for (const resolve of waiters) resolve();
+    }
+  }
+
   /**
    * Exactly-once checkpoint: the interval's transaction gets the consumer offsets and commits.
    *   1. state: operator changelogs (dirty keys, covered input offsets) go into the transaction;

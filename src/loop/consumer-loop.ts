@@ -15,7 +15,7 @@ import type { UpstreamHop } from "./repartition.ts";
 import { Session } from "./session.ts";
 import { countEmissions, type Emissions, routesOf, StageRunner } from "./stage-runner.ts";
 import { defaultTimings, type LoopTimings } from "./timings.ts";
-import { Watchdog } from "./watchdog.ts";
+import { type OwnedPartition, Watchdog } from "./watchdog.ts";
 
 /** Lifecycle of a loop; every change is checked against `transitions`. */
 export type LoopState = "CREATED" | "STARTING" | "RUNNING" | "STOPPING" | "STOPPED" | "FAILED";
@@ -104,25 +104,8 @@ export class ConsumerLoop {
   }
 
   /** Partitions this loop owns now, with the live state size of stateful stages' input partitions. */
-  owned(): Array<TopicPartition & { offset?: number; lag?: number; stateKeys?: number; stateBytes?: number; restoring?: boolean }> {
-    const session = this.#session;
-    if (!session) return [];
-    const restoring = session.tasks.active ? session.tasks.restoringPartitions() : undefined;
-    return session.consumer.owned().map((tp) => {
-      const size = session.tasks.active ? session.tasks.sizeOf(tp.topic, tp.partition) : undefined;
-      // A partition with nothing processed since it was assigned (kept through a rebalance, or
-      // no new records) shows its committed offset, looked up at most every 2 s, not none.
-      const position = session.positions.get(tp) ?? session.committed.get(tp) ?? this.#watchdog.positionOf(session, tp);
-      const end = this.#watchdog.endOf(tp);
-      return {
-        ...tp,
-        ...(position !== undefined ? { offset: Number(position) } : {}),
-        // Lag only where the position is known (a partition with nothing new since the last commit has none yet).
-        ...(end !== undefined && position !== undefined ? { lag: Math.max(0, Number(end - position)) } : {}),
-        ...(size ? { stateKeys: size.keys, stateBytes: size.bytes } : {}),
-        ...(restoring?.has(tp.partition) ? { restoring: true } : {}),
-      };
-    });
+  owned(): OwnedPartition[] {
+    return this.#session ? this.#watchdog.owned(this.#session) : [];
   }
 
   #to(next: LoopState): void {
@@ -285,7 +268,7 @@ export class ConsumerLoop {
       if (session.checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
         session.checkpointNow = false;
         lastCheckpoint = now;
-        await this.#checkpoint(session);
+        await this.#commits.checkpoint(session);
       }
       if (session.backgroundError) throw session.backgroundError;
       if (session.tx) await watchdog.releaseHeld(session, now);
@@ -293,23 +276,6 @@ export class ConsumerLoop {
       if (session.revokedMidTransaction) {
         throw new FvError("KAFKA_FENCED", "partitions were revoked while their records were in the open transaction: aborting it and rejoining");
       }
-    }
-  }
-
-  /** The checkpoint between batches; the rebalance hooks waiting for it go on once it is done. */
-  async #checkpoint(session: Session): Promise<void> {
-    const waiters = session.rebalanceWaiters.splice(0);
-    try {
-      if (session.tx) await this.#commits.transaction(session);
-      // State must be taken between batches, so a stateful pipeline waits for its checkpoint,
-      // and so does a rebalance.
-      else if (session.tasks.active || waiters.length) await this.#commits.atLeastOnce();
-      // Not awaited: the next batch runs while the commit is in flight (commits are chained). Its
-      // failure ends the session current when it fails.
-      else void this.#commits.atLeastOnce().catch((error) => this.#session && (this.#session.backgroundError ??= asFvError(error)));
-    } finally {
-      // Committed or not (a failed one ends the session), the member may rejoin now.
-      for (const resolve of waiters) resolve();
     }
   }
 

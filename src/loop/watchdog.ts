@@ -7,6 +7,9 @@ import { PauseDetector } from "./pause-detector.ts";
 import type { Session } from "./session.ts";
 import type { LoopTimings } from "./timings.ts";
 
+/** An owned partition as /status shows it: its position and lag, and the live state it feeds. */
+export type OwnedPartition = TopicPartition & { offset?: number; lag?: number; stateKeys?: number; stateBytes?: number; restoring?: boolean };
+
 /**
  * What the loop knows of its partitions' progress (positions, end offsets, lag), and the
  * decisions made from it: a stalled consumer, a partition held too long on an unstable committed
@@ -131,9 +134,25 @@ export class Watchdog {
     }, () => {});
   }
 
-  /** The partition's known end offset. */
-  endOf(tp: TopicPartition): bigint | undefined {
-    return this.#ends.get(tp);
+  /** The session's partitions, with the live state size of stateful stages' input partitions. */
+  owned(session: Session): OwnedPartition[] {
+    const tasks = session.tasks;
+    const restoring = tasks.active ? tasks.restoringPartitions() : undefined;
+    return session.consumer.owned().map((tp) => {
+      const size = tasks.active ? tasks.sizeOf(tp.topic, tp.partition) : undefined;
+      // A partition with nothing processed since it was assigned (kept through a rebalance, or
+      // no new records) shows its committed offset, looked up at most every 2 s, not none.
+      const position = session.positions.get(tp) ?? session.committed.get(tp) ?? this.positionOf(session, tp);
+      const end = this.#ends.get(tp);
+      return {
+        ...tp,
+        ...(position !== undefined ? { offset: Number(position) } : {}),
+        // Lag only where the position is known (a partition with nothing new since the last commit has none yet).
+        ...(end !== undefined && position !== undefined ? { lag: Math.max(0, Number(end - position)) } : {}),
+        ...(size ? { stateKeys: size.keys, stateBytes: size.bytes } : {}),
+        ...(restoring?.has(tp.partition) ? { restoring: true } : {}),
+      };
+    });
   }
 
   /** Whether the partition never had a record (its end offset is 0). */
