@@ -2,8 +2,9 @@
  * One error base for the engine, with a closed list of codes.
  *
  * Each code belongs to one recovery class (see `recoveryOf`), so the loop decides what to do
- * with a failure in one place: stop (fatal), give partitions up (fenced), restore state
- * (corrupted), back off (retryable) or isolate the row (poison).
+ * with a failure in one place: stop (fatal), give partitions up (fenced), back off (retryable)
+ * or isolate the row (poison). State that does not decode is fatal: the changelog is the only
+ * copy of it, so reading it again would find the same bytes.
  */
 export const ErrorCodes = {
   /** The topology, a step or an expression is invalid. Found before anything is consumed. */
@@ -18,8 +19,14 @@ export const ErrorCodes = {
   KAFKA_FENCED: "KAFKA_FENCED",
   /** A Kafka operation failed for good. */
   KAFKA_FATAL: "KAFKA_FATAL",
-  /** Restored state could not be decoded. */
+  /** Restored state (a changelog record, a snapshot) could not be decoded: fatal. */
   STATE_CORRUPTED: "STATE_CORRUPTED",
+  /** A stateful task holds more live keys than STREAM_STATE_MAX_KEYS allows. */
+  STATE_LIMIT: "STATE_LIMIT",
+  /** STREAM_CHECKPOINT_MAX_FAILURES checkpoints failed in a row: the Checkpointer's circuit opened. */
+  CHECKPOINT_CIRCUIT_OPEN: "CHECKPOINT_CIRCUIT_OPEN",
+  /** A bug: an illegal state transition, a broken invariant, or an error no part of the engine sorted. */
+  INTERNAL: "INTERNAL",
   /** One row could not be processed: isolate it, count it, dead-letter it. */
   POISON_ROW: "POISON_ROW",
   /** An expression failed at run time on one row (type error, division by zero, function). */
@@ -30,7 +37,7 @@ export const ErrorCodes = {
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 
-export type Recovery = "fatal" | "fenced" | "corrupted" | "retryable" | "poison";
+export type Recovery = "fatal" | "fenced" | "retryable" | "poison";
 
 /** Where an error happened: whatever of these the reader needs to find it. */
 export interface ErrorContext {
@@ -62,7 +69,10 @@ const recoveryByCode: Record<ErrorCode, Recovery> = {
   KAFKA_RETRYABLE: "retryable",
   KAFKA_FENCED: "fenced",
   KAFKA_FATAL: "fatal",
-  STATE_CORRUPTED: "corrupted",
+  STATE_CORRUPTED: "fatal",
+  STATE_LIMIT: "fatal",
+  CHECKPOINT_CIRCUIT_OPEN: "fatal",
+  INTERNAL: "fatal",
   POISON_ROW: "poison",
   EXPRESSION_EVAL: "poison",
   EXPRESSION_COMPILE: "fatal",
@@ -71,4 +81,9 @@ const recoveryByCode: Record<ErrorCode, Recovery> = {
 /** The one place that sorts a failure by the recovery it needs. Unknown errors are fatal. */
 export function recoveryOf(error: unknown): Recovery {
   return error instanceof FvError ? recoveryByCode[error.code] : "fatal";
+}
+
+/** The error as an FvError: itself, or an INTERNAL one (fatal) carrying it as its cause. */
+export function asFvError(error: unknown): FvError {
+  return error instanceof FvError ? error : new FvError("INTERNAL", (error as Error)?.message ?? String(error), { cause: error });
 }

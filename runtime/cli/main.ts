@@ -184,6 +184,8 @@ async function run(source: Source, buildFlag: string | undefined, log: Logger): 
       signal: abort.signal,
       compute: computeConfig(),
       onRecord: (record, metrics) => admin?.update(record, metrics),
+      // The loops' per-poll debug lines (the engine itself reads no environment).
+      debugLoop: process.env.FV_DEBUG_LOOP === "1",
     });
     admin?.update(final);
   } finally {

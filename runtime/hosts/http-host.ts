@@ -268,7 +268,7 @@ export class HttpHost implements ControlPlane {
         }
         return outcome;
       }
-      const wait = backoffMs(attempts - 1, this.#backoffMs, MAX_BACKOFF_MS);
+      const wait = backoffMs(attempts, { firstMs: this.#backoffMs, maxMs: MAX_BACKOFF_MS });
       await delay(wait / 2 + Math.random() * (wait / 2));
     }
   }

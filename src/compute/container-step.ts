@@ -133,7 +133,7 @@ export class ContainerStep {
   /** A running process, started again (after the backoff delay) when the last one died. */
   async #ensureRunning(): Promise<Running> {
     if (this.#running && !this.#running.exited) return this.#running;
-    if (this.#restartsInRow > 0) await delay(backoffMs(this.#restartsInRow - 1, BACKOFF_START_MS, BACKOFF_MAX_MS));
+    if (this.#restartsInRow > 0) await delay(backoffMs(this.#restartsInRow, { firstMs: BACKOFF_START_MS, maxMs: BACKOFF_MAX_MS }));
     this.#restartsInRow++;
     this.counters.restarts++;
     try {

@@ -55,7 +55,9 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
       resolve({ state: "FAILED", error: `consumer worker ${plan.consumerIndex} crashed: ${event.message}` });
     };
   });
-  worker.postMessage({ type: "start", plan } satisfies WorkerMessage);
+  // The compiled topology holds closures, which cannot be posted: the worker compiles its own.
+  const { compiled: _compiled, ...posted } = plan;
+  worker.postMessage({ type: "start", plan: posted } satisfies WorkerMessage);
   return {
     counters: () => counters,
     owned: () => owned,

@@ -2,7 +2,10 @@ import type { CompiledStage } from "../topology/compile-topology.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
+import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
 import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
+import { delay } from "../async.ts";
+import { HeardWatermarks, type HopSource } from "./repartition.ts";
 
 /** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
 interface Task {
@@ -81,21 +84,18 @@ export class OperatorTasks {
   readonly #stages: readonly CompiledStage[];
   readonly #options: OperatorTaskOptions;
   readonly #admin: Admin;
-  readonly #tasks = new Map<string, Task>();
+  /** Restored tasks by (stage index, partition). */
+  readonly #tasks = new PairMap<number, number, Task>();
   /** Partition numbers owned since the last assignment; undefined before the first one. */
   #ownedPartitions: Set<number> | undefined;
-  /** Max event time and when it was last seen, per (stage, topic, partition). */
-  readonly #eventTimes = new Map<string, { max: number; seenAt: number }>();
+  /** Max event time and when it was last seen, per stage index and input partition. */
+  readonly #eventTimes = new Map<number, PartitionMap<{ max: number; seenAt: number }>>();
   /** When each input partition was first seen owned, so an empty one stops holding back in time. */
-  readonly #ownedSince = new Map<string, number>();
+  readonly #ownedSince = new PartitionMap<number>();
   /** The loop's counters: late rows, restore figures and live state size are kept there. */
   readonly counters: TaskCounters;
-  /** Stages fed through a repartition topic: every upstream partition ("topic:partition") that feeds them. */
-  readonly #upstreamOf = new Map<number, readonly string[]>();
-  /** Per (stage, repartition partition): the latest watermark heard from each upstream partition. */
-  readonly #heard = new Map<string, Map<string, { watermark: number | null; idle: boolean }>>();
-  /** Tasks ("stage:partition") whose heard watermarks changed since the last changelog. */
-  readonly #heardDirty = new Set<string>();
+  /** Stages fed through a repartition topic: what each upstream partition announced. */
+  readonly #heard = new HeardWatermarks();
 
   constructor(stages: readonly CompiledStage[], admin: Admin, options: OperatorTaskOptions, counters: TaskCounters) {
     this.#stages = stages.filter((s) => s.operator);
@@ -108,8 +108,8 @@ export class OperatorTasks {
     return this.#stages.length > 0;
   }
 
-  /** Restores in flight, by task id: a second caller waits for the same one. */
-  readonly #loading = new Map<string, Promise<Task>>();
+  /** Restores in flight, by (stage index, partition): a second caller waits for the same one. */
+  readonly #loading = new PairMap<number, number, Promise<Task>>();
   /**
    * Per partition, how many times it was released (revoked or no longer owned). A restore begun
    * before a release is not kept: another member may have moved the partition's state on since it
@@ -119,7 +119,7 @@ export class OperatorTasks {
 
   /** Partitions whose state is being restored now (the process is not ready meanwhile). */
   restoringPartitions(): Set<number> {
-    return new Set([...this.#loading.keys()].map((id) => Number(id.split(":")[1])));
+    return new Set(this.#loading.entries().map(([, partition]) => partition));
   }
 
   /** Starts restoring the tasks of newly assigned partitions at once, before their first row. */
@@ -132,25 +132,24 @@ export class OperatorTasks {
 
   /** Whether the task of (stage, partition) is restored and ready. */
   has(stage: CompiledStage, partition: number): boolean {
-    return this.#tasks.has(`${stage.index}:${partition}`);
+    return this.#tasks.has(stage.index, partition);
   }
 
   /** The task of (stage, partition), restored from the state topic on first use. */
   task(stage: CompiledStage, partition: number): Promise<Task> {
-    const id = `${stage.index}:${partition}`;
-    const existing = this.#tasks.get(id);
+    const existing = this.#tasks.get(stage.index, partition);
     if (existing) return Promise.resolve(existing);
-    let loading = this.#loading.get(id);
+    let loading = this.#loading.get(stage.index, partition);
     if (!loading) {
-      const started = this.#load(stage, partition, id).finally(() => {
-        if (this.#loading.get(id) === started) this.#loading.delete(id);
+      const started = this.#load(stage, partition).finally(() => {
+        if (this.#loading.get(stage.index, partition) === started) this.#loading.delete(stage.index, partition);
       });
-      this.#loading.set(id, (loading = started));
+      this.#loading.set(stage.index, partition, (loading = started));
     }
     return loading;
   }
 
-  async #load(stage: CompiledStage, partition: number, id: string): Promise<Task> {
+  async #load(stage: CompiledStage, partition: number): Promise<Task> {
     const started = Date.now();
     const releases = this.#releases.get(partition) ?? 0;
     const topics = [...this.#stageTopics(stage)];
@@ -165,12 +164,12 @@ export class OperatorTasks {
       //    offset of every partition it committed. Behind means the changelog's commit marker had
       //    not arrived yet; starting from the committed offset would lose the rows in between.
       const behind = committed.filter((c) => c.offset >= 0n && read.covered.has(c.topic) && read.covered.get(c.topic)! < c.offset);
-      if (behind.length === 0) return this.#install(stage, partition, id, read, records.length, started, releases);
+      if (behind.length === 0) return this.#install(stage, partition, read, records.length, started, releases);
       const what = behind.map((c) => `${c.topic}[${partition}] state at ${read.covered.get(c.topic)}, committed ${c.offset}`).join(", ");
       if (attempt >= RESTORE_ATTEMPTS) {
         throw new FvError("KAFKA_RETRYABLE", `the state of stage ${stage.index + 1} does not cover the committed input offsets after ${attempt} reads (${what}): starting over`);
       }
-      await new Promise((r) => setTimeout(r, RESTORE_RETRY_MS));
+      await delay(RESTORE_RETRY_MS);
     }
   }
 
@@ -207,7 +206,7 @@ export class OperatorTasks {
     return { entries, covered, eventTimes, heard };
   }
 
-  #install(stage: CompiledStage, partition: number, id: string, read: DecodedState, restored: number, started: number, releases: number): Task {
+  #install(stage: CompiledStage, partition: number, read: DecodedState, restored: number, started: number, releases: number): Task {
     const { entries, covered, eventTimes, heard } = read;
     const op = stage.operator!.compiled.create();
     op.restore(entries);
@@ -216,15 +215,14 @@ export class OperatorTasks {
     // with how far it got (until it goes idle), and a hop partition with what it last heard.
     const now = Date.now();
     for (const [topic, t] of eventTimes) {
-      const k = `${stage.index}:${topic}:${partition}`;
-      const seen = this.#eventTimes.get(k);
-      if (!seen || seen.max < t) this.#eventTimes.set(k, { max: t, seenAt: now });
+      const seen = this.#eventTimesOf(stage).get({ topic, partition });
+      if (!seen || seen.max < t) this.#eventTimesOf(stage).set({ topic, partition }, { max: t, seenAt: now });
     }
     for (const [source, watermark] of Object.entries(heard)) if (watermark !== null) this.hearWatermark(stage, partition, source, watermark, false, true);
     // The partition may have moved away while its state was read (and maybe come back, with its
     // state moved on by another member): then the task is never kept.
     const current = (this.#releases.get(partition) ?? 0) === releases;
-    if (current && (!this.#ownedPartitions || this.#ownedPartitions.has(partition))) this.#tasks.set(id, task);
+    if (current && (!this.#ownedPartitions || this.#ownedPartitions.has(partition))) this.#tasks.set(stage.index, partition, task);
     this.counters.restoredRecords += restored;
     this.counters.restoreMs += Date.now() - started;
     return task;
@@ -236,7 +234,7 @@ export class OperatorTasks {
    * covers this record (it was processed before a restart). Throws FvError POISON_ROW for a row
    * without a usable event time.
    */
-  process(task: Task, record: InboundRecord, row: Row, input: number, source?: { key: string; offset: bigint }): { rows: Row[]; late: Row[]; skipped: boolean } {
+  process(task: Task, record: InboundRecord, row: Row, input: number, source?: HopSource): { rows: Row[]; late: Row[]; skipped: boolean } {
     // A row read through a repartition hop is tracked by the upstream partition and offset it came
     // from: a replay of the upstream (at-least-once, after a rebalance) then changes no state twice.
     const coverKey = source?.key ?? record.topic;
@@ -249,9 +247,8 @@ export class OperatorTasks {
     task.covered.set(coverKey, next);
     task.offsetsDirty = true;
     if ((task.eventTimes.get(record.topic) ?? -Infinity) < time) task.eventTimes.set(record.topic, time);
-    const k = `${task.stage.index}:${record.topic}:${record.partition}`;
-    const seen = this.#eventTimes.get(k);
-    if (!seen || seen.max < time) this.#eventTimes.set(k, { max: time, seenAt: Date.now() });
+    const seen = this.#eventTimesOf(task.stage).get(record);
+    if (!seen || seen.max < time) this.#eventTimesOf(task.stage).set(record, { max: time, seenAt: Date.now() });
     else seen.seenAt = Date.now();
     this.counters.late += out.late.length;
     return { rows: out.rows, late: out.late, skipped: false };
@@ -264,39 +261,18 @@ export class OperatorTasks {
    * each repartition partition, and a fast one must not make a slow one's rows late.
    */
   setUpstream(stage: CompiledStage, upstream: readonly string[]): void {
-    this.#upstreamOf.set(stage.index, upstream);
+    this.#heard.setUpstream(stage.index, upstream);
   }
 
   /** A watermark record read from partition `partition` of a stage's repartition topic. */
   hearWatermark(stage: CompiledStage, partition: number, source: string, watermark: number | null, idle: boolean, restored = false): void {
-    const id = `${stage.index}:${partition}`;
-    let heard = this.#heard.get(id);
-    if (!heard) this.#heard.set(id, (heard = new Map()));
-    const before = heard.get(source);
-    // A restored value never overrides what this session heard already.
-    if (restored && before) return;
-    if (!restored) this.#heardDirty.add(id);
-    // A source's watermark never goes back (a restarted upstream owner may announce less at first).
-    const kept = before?.watermark != null && (watermark === null || watermark < before.watermark) ? before.watermark : watermark;
-    heard.set(source, { watermark: kept, idle });
+    this.#heard.hear(stage.index, partition, source, watermark, idle, restored);
   }
 
-  /** The watermark of one repartition partition: min over non-idle upstream partitions (all idle: over all); undefined until every one was heard. */
-  #hopWatermark(stage: CompiledStage, partition: number): number | undefined {
-    const heard = this.#heard.get(`${stage.index}:${partition}`);
-    if (!heard) return undefined;
-    let active = Infinity;
-    let all = Infinity;
-    for (const source of this.#upstreamOf.get(stage.index)!) {
-      const h = heard.get(source);
-      if (!h) return undefined;
-      if (h.watermark === null) continue;
-      all = Math.min(all, h.watermark);
-      if (!h.idle) active = Math.min(active, h.watermark);
-    }
-    // Every source idle: nothing is on its way, so the least of what they announced holds.
-    const watermark = active !== Infinity ? active : all;
-    return watermark === Infinity ? undefined : watermark;
+  #eventTimesOf(stage: CompiledStage): PartitionMap<{ max: number; seenAt: number }> {
+    let map = this.#eventTimes.get(stage.index);
+    if (!map) this.#eventTimes.set(stage.index, (map = new PartitionMap()));
+    return map;
   }
 
   /**
@@ -308,14 +284,14 @@ export class OperatorTasks {
    */
   advance(owned: TopicPartition[], now = Date.now(), hasBacklog: (tp: TopicPartition) => boolean = () => false, isEmpty: (tp: TopicPartition) => boolean = () => false): Fired[] {
     const fired: Fired[] = [];
-    for (const tp of owned) if (!this.#ownedSince.has(`${tp.topic}:${tp.partition}`)) this.#ownedSince.set(`${tp.topic}:${tp.partition}`, now);
+    for (const tp of owned) if (!this.#ownedSince.has(tp)) this.#ownedSince.set(tp, now);
     for (const stage of this.#stages) {
-      if (this.#upstreamOf.has(stage.index)) {
+      if (this.#heard.fedThroughHop(stage.index)) {
         const rows: Row[] = [];
         const partitions: number[] = [];
         for (const task of this.#tasks.values()) {
           if (task.stage !== stage) continue;
-          const watermark = this.#hopWatermark(stage, task.partition);
+          const watermark = this.#heard.watermark(stage.index, task.partition);
           if (watermark === undefined) continue;
           const out = task.op.advance(watermark - stage.operator!.compiled.allowedLatenessMs);
           if (out.length) (rows.push(...out), partitions.push(task.partition));
@@ -333,9 +309,9 @@ export class OperatorTasks {
       let least = Infinity;
       for (const tp of owned) {
         if (!this.#stageTopics(stage).has(tp.topic)) continue;
-        const seen = this.#eventTimes.get(`${stage.index}:${tp.topic}:${tp.partition}`);
+        const seen = this.#eventTimesOf(stage).get(tp);
         if (seen) least = Math.min(least, seen.max);
-        const idleSince = seen?.seenAt ?? this.#ownedSince.get(`${tp.topic}:${tp.partition}`) ?? now;
+        const idleSince = seen?.seenAt ?? this.#ownedSince.get(tp) ?? now;
         // Idle: no rows for a while and nothing left to read. A partition with a backlog is slow, not idle.
         if (now - idleSince > this.#options.idlePartitionMs && !hasBacklog(tp)) continue;
         // An empty partition newly owned held every window of its new owner for the idle time
@@ -384,11 +360,9 @@ export class OperatorTasks {
       for (const entry of task.op.drainChanges()) {
         out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + entry.key, value: entry.value === null ? null : JSON.stringify(entry.value) });
       }
-      const id = `${task.stage.index}:${task.partition}`;
-      if (task.offsetsDirty || this.#heardDirty.has(id)) {
-        const heard = Object.fromEntries([...(this.#heard.get(id) ?? [])].filter(([, h]) => h.watermark !== null).map(([source, h]) => [source, h.watermark]));
+      if (task.offsetsDirty || this.#heard.dirty(task.stage.index, task.partition)) {
+        const heard = this.#heard.take(task.stage.index, task.partition);
         out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + TIME_KEY, value: JSON.stringify({ eventTimes: Object.fromEntries(task.eventTimes), heard }) });
-        this.#heardDirty.delete(id);
       }
       if (task.offsetsDirty) {
         const offsets = Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]));
@@ -399,7 +373,7 @@ export class OperatorTasks {
       const size = task.op.stateSize();
       if (size.keys > this.#options.maxStateKeys) {
         throw new FvError(
-          "KAFKA_FATAL",
+          "STATE_LIMIT",
           `stage ${task.stage.index + 1} (${task.stage.operator!.op}) holds ${size.keys} state keys for partition ${task.partition}, over STREAM_STATE_MAX_KEYS=${this.#options.maxStateKeys}: shorten windows or lateness, make groupBy coarser, or raise the cap`,
         );
       }
@@ -435,7 +409,7 @@ export class OperatorTasks {
         // A partition whose rows never reached the operator this session has no task yet; its
         // offsets still must be recorded in its state, or the next restore finds the state behind.
         const task = await this.task(stage, o.partition);
-        if (this.#tasks.get(`${stage.index}:${o.partition}`) !== task) {
+        if (this.#tasks.get(stage.index, o.partition) !== task) {
           throw new FvError("KAFKA_RETRYABLE", `${o.topic}:${o.partition} was revoked while its checkpoint was being taken: starting over`);
         }
         if ((task.covered.get(o.topic) ?? -1n) >= o.offset) continue;
@@ -455,10 +429,10 @@ export class OperatorTasks {
     const released = new Set([...moved, ...[...this.#tasks.values()].map((t) => t.partition), ...this.restoringPartitions()].filter((p) => !partitions.has(p) || moved.has(p)));
     this.#ownedPartitions = partitions;
     for (const p of released) this.#releases.set(p, (this.#releases.get(p) ?? 0) + 1);
-    for (const [id, task] of this.#tasks) if (released.has(task.partition)) this.#tasks.delete(id);
-    for (const id of [...this.#loading.keys()]) if (released.has(Number(id.split(":")[1]))) this.#loading.delete(id);
-    for (const key of this.#eventTimes.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#eventTimes.delete(key);
-    for (const key of this.#heard.keys()) if (!partitions.has(Number(key.split(":").pop()))) this.#heard.delete(key);
+    this.#tasks.deleteWhere((_, partition) => released.has(partition));
+    this.#loading.deleteWhere((_, partition) => released.has(partition));
+    for (const eventTimes of this.#eventTimes.values()) for (const [tp] of eventTimes.entries()) if (!partitions.has(tp.partition)) eventTimes.delete(tp);
+    this.#heard.keepOnly(partitions);
   }
 
   /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */

@@ -1,10 +1,11 @@
 import type { Settings } from "../control/settings.ts";
+import type { CompiledTopology } from "../topology/compile-topology.ts";
 import type { TopicBinding, Topology } from "../control/types.ts";
 import type { ComputeConfig } from "./compute-runtime.ts";
 
 /**
- * Everything one consumer loop needs, as plain data: it is posted to Workers as is, and each
- * loop compiles the topology itself.
+ * Everything one consumer loop needs, as plain data: it is posted to Workers as is (less
+ * `compiled`, whose steps are closures: a Worker compiles the topology once for itself).
  */
 export interface LoopPlan {
   pipeline: string;
@@ -21,8 +22,12 @@ export interface LoopPlan {
   instanceId: string;
   /** Where compute steps (WASM, container) are resolved and run. */
   compute?: ComputeConfig;
-  /** Repartition hops, by stage index (see control/keying.ts); created before the loops start. */
+  /** Repartition hops, by stage index (see topology/keying.ts); created before the loops start. */
   hops?: Record<number, HopPlan>;
+  /** The topology compiled once per run (by `planStream`); loops in this thread share it. Never posted to a Worker. */
+  compiled?: CompiledTopology;
+  /** Log every poll, batch and transaction commit at debug level (was FV_DEBUG_LOOP=1). */
+  debugLoop?: boolean;
 }
 
 /** A stage's repartition hop: its topic and the upstream partitions whose watermarks cross it. */

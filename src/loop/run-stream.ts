@@ -1,6 +1,6 @@
 import { parseSettings, type Settings } from "../control/settings.ts";
-import { planKeying } from "../topology/keying.ts";
-import { compileTopology } from "../topology/compile-topology.ts";
+import { planKeying, type StageKeying } from "../topology/keying.ts";
+import { compileTopology, type CompiledTopology } from "../topology/compile-topology.ts";
 import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type InternalTopic, type TopicBinding, type Topology } from "../control/types.ts";
 import { FvError } from "../errors.ts";
 import { loadKafkaClient, resolveKafkaClient } from "../kafka/clients.ts";
@@ -29,12 +29,17 @@ export interface RunStreamOptions {
    * with the metric events of every consumer merged.
    */
   onRecord?: (record: BuildRecord, metrics: MetricsSnapshot) => void;
+  /** Log every poll, batch and transaction commit of the consumer loops at debug level. */
+  debugLoop?: boolean;
 }
 
-/** The plan the stream runs: topology validated, datasets resolved, topics ready. */
+/** The plan the stream runs: topology validated and compiled (once per run), keying planned, datasets resolved. */
 export interface StreamPlan {
   topology: Topology;
   bindings: Record<string, TopicBinding>;
+  compiled: CompiledTopology;
+  /** How each stateful stage's input is keyed, and which get a repartition hop. */
+  keying: StageKeying[];
 }
 
 /**
@@ -53,7 +58,7 @@ export async function planStream(host: ControlPlane, pipeline: string, options: 
   }
   const bindings: Record<string, TopicBinding> = {};
   for (const dataset of datasets) bindings[dataset] = await host.resolveTopic(dataset);
-  return { topology, bindings };
+  return { topology, bindings, compiled, keying: planKeying(compiled, pipeline) };
 }
 
 /**
@@ -130,7 +135,7 @@ export async function runStream(
     const prepared = await prepareTopics(plan, settings, kafkaClient, pipeline);
     hops = prepared.hops;
     current = { ...current, internalTopics: prepared.internalTopics };
-    for (const keying of planKeying(compileTopology(plan.topology), pipeline)) log("info", `stage ${keying.stage + 1}: ${keying.reason}`, { pipeline });
+    for (const keying of plan.keying) log("info", `stage ${keying.stage + 1}: ${keying.reason}`, { pipeline });
   } catch (error) {
     const message = (error as Error)?.message ?? String(error);
     log("error", message, { pipeline });
@@ -150,6 +155,8 @@ export async function runStream(
     instanceId,
     compute: options.compute,
     hops,
+    compiled: plan.compiled,
+    ...(options.debugLoop ? { debugLoop: true } : {}),
   }));
   const useWorkers = settings.consumers > 1 && !options.inline && typeof Worker !== "undefined";
   handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));
@@ -217,7 +224,7 @@ async function prepareTopics(
   const client = (await loadKafkaClient(kafkaClient))(settings.brokers.split(","));
   const admin = client.admin({ clientId: `fv-admin-${pipeline}` });
   try {
-    const compiled = compileTopology(plan.topology);
+    const { compiled } = plan;
     const producedBy = new Set(compiled.stages.map((s) => s.def.output));
     const inputs = [...new Set(compiled.stages.flatMap((s) => s.def.inputs))];
     // The first request to the brokers: when none answers, say so and what to check.
@@ -248,7 +255,7 @@ async function prepareTopics(
     // the compacted state topic has as many partitions as the widest stateful input (changelog
     // of input partition p → partition p), the hop's partitions counted as its input.
     let statePartitions = 0;
-    const keyings = new Map(planKeying(compiled, pipeline).map((k) => [k.stage, k]));
+    const keyings = new Map(plan.keying.map((k) => [k.stage, k]));
     const hops: Record<number, HopPlan> = {};
     const internalTopics: InternalTopic[] = [];
     for (const stage of compiled.stages.filter((s) => s.operator)) {

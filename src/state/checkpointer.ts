@@ -49,7 +49,7 @@ export class Checkpointer {
         this.counters.failures++;
         if (error instanceof FvError && error.context.timeout) this.counters.timeouts++;
         if (++this.#consecutiveFailures >= this.#options.maxConsecutiveFailures && recoveryOf(error) !== "fenced") {
-          throw new FvError("KAFKA_FATAL", `checkpoint failed ${this.#consecutiveFailures} times in a row (circuit open); last at step "${step.name}": ${(error as Error).message}`, { cause: error });
+          throw new FvError("CHECKPOINT_CIRCUIT_OPEN", `checkpoint failed ${this.#consecutiveFailures} times in a row (circuit open); last at step "${step.name}": ${(error as Error).message}`, { cause: error });
         }
         throw error;
       }

@@ -24,7 +24,7 @@ describe("delay", () => {
 
 describe("backoffMs", () => {
   test("doubles from the base per attempt and stops at the cap", () => {
-    expect([0, 1, 2, 3, 4, 5, 6].map((attempt) => backoffMs(attempt, 100, 5_000))).toEqual([100, 200, 400, 800, 1_600, 3_200, 5_000]);
+    expect([1, 2, 3, 4, 5, 6, 7].map((attempt) => backoffMs(attempt, { firstMs: 100, maxMs: 5_000 }))).toEqual([100, 200, 400, 800, 1_600, 3_200, 5_000]);
   });
 });
 

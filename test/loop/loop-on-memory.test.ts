@@ -6,8 +6,8 @@
  * dead letters, committed offsets, the journal) and its counters, exactly.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { compileTopology } from "../../src/control/topology.ts";
-import { planKeying } from "../../src/control/keying.ts";
+import { compileTopology } from "../../src/topology/compile-topology.ts";
+import { planKeying } from "../../src/topology/keying.ts";
 import { parseSettings } from "../../src/control/settings.ts";
 import type { TopicBinding, Topology } from "../../src/control/types.ts";
 import { FvError } from "../../src/errors.ts";

@@ -44,7 +44,7 @@ describe("Checkpointer", () => {
     await expect(cp.commit([failing("a")])).rejects.toThrow("a broke");
     const error = await cp.commit([failing("a")]).catch((e) => e);
     expect(error).toBeInstanceOf(FvError);
-    expect(error.code).toBe("KAFKA_FATAL");
+    expect(error.code).toBe("CHECKPOINT_CIRCUIT_OPEN");
     expect(error.message).toContain("circuit open");
   });
 });

@@ -1,0 +1,229 @@
+import { deadline } from "../async.ts";
+import type { CompiledStage } from "../topology/compile-topology.ts";
+import type { FvError } from "../errors.ts";
+import type { Admin, CommitOffset, GroupConsumer, GroupMetadata, InboundRecord, KafkaClient, Producer, TopicPartition, TransactionalProducer } from "../kafka/port.ts";
+import { PartitionMap, PartitionSet, partitionText } from "../kafka/topic-partition.ts";
+import type { MetricsRecorder } from "../metrics/index.ts";
+import { emptyCounters, type LoopCounters } from "./counters.ts";
+import type { Logger } from "../logger.ts";
+import { OperatorTasks } from "./operator-tasks.ts";
+import { type LoopPlan, stateTopicOf } from "./plan.ts";
+import { RecordCollector } from "./record-collector.ts";
+import { type UpstreamHop, UpstreamTracker } from "./repartition.ts";
+import type { LoopTimings } from "./timings.ts";
+
+/** What opening a session needs from its loop. */
+export interface SessionDeps {
+  plan: LoopPlan;
+  client: KafkaClient;
+  stages: readonly CompiledStage[];
+  /** Every topic the loop reads (the stages' inputs and the hops' repartition topics). */
+  topics: string[];
+  upstreamHops: readonly UpstreamHop[];
+  /** The loop's counters: the operator tasks keep late rows, restore figures and state size there. */
+  counters: LoopCounters;
+  metrics: MetricsRecorder;
+  log: Logger;
+  timings: LoopTimings;
+}
+
+const TIMED_OUT = Symbol("timed out");
+
+/**
+ * One join of the group, until stop or a recoverable failure: its clients, and everything that
+ * lives as long as they do (offsets, positions, the open transaction). A new session is a new
+ * object: nothing of the last one is carried over by hand.
+ */
+export class Session {
+  readonly consumer: GroupConsumer;
+  readonly producer: Producer | undefined;
+  readonly tx: TransactionalProducer | undefined;
+  readonly admin: Admin;
+  /** Stateful operators, restored per partition from the state topic. */
+  readonly tasks: OperatorTasks;
+  readonly collector: RecordCollector;
+  /** Upstream side of repartition hops: how far each input partition got, and what was announced. */
+  readonly upstream: UpstreamTracker;
+  /** Next offset to commit per partition, for records already acknowledged downstream. */
+  readonly pending = new PartitionMap<CommitOffset>();
+  /** Last committed offset per owned partition: a commit never moves an offset back. */
+  readonly committed = new PartitionMap<bigint>();
+  /** Next offset to process (for lag). */
+  readonly positions = new PartitionMap<bigint>();
+  /** Committed offsets of partitions not read yet this session (see Watchdog.positionOf). */
+  readonly startOffsets = new PartitionMap<bigint>();
+  /** Exactly-once: partitions with records in the open transaction. */
+  readonly txPartitions = new PartitionSet();
+  /** Exactly-once: who this member was in the group when the open transaction's first batch was read. */
+  txGroup: GroupMetadata | undefined;
+  /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
+  revokedMidTransaction = false;
+  /**
+   * Partitions revoked while the batch in hand was being processed (a rebalance can land during
+   * any await of a batch: a state restore, a compute step, the send). Their remaining records are
+   * not processed and their offsets never become pending: the new owner, or this member when it
+   * gets them back, reads them again from the last checkpoint.
+   */
+  revokedDuringBatch: PartitionSet | undefined;
+  /** Exactly-once: counters of the open transaction, added to the loop's when it commits. */
+  uncommitted: LoopCounters = emptyCounters();
+  /** A rebalance started: checkpoint at the next batch boundary. */
+  checkpointNow = false;
+  /** Rebalance hooks waiting for the next checkpoint: the adapter rejoins once they resolve. */
+  readonly rebalanceWaiters: Array<() => void> = [];
+  /** Whether the poll loop runs (only then can it answer a rebalance hook). */
+  polling = false;
+  /** Batches processed (a failed session that made progress resets the restart count). */
+  batches = 0;
+  /** A commit that was not awaited failed: the poll loop throws it. */
+  backgroundError: FvError | undefined;
+
+  constructor(deps: SessionDeps) {
+    const { plan, client, metrics, log } = deps;
+    const { settings } = plan;
+    const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
+    const admin = (this.admin = client.admin({ clientId: `${clientId}-state` }));
+    this.tasks = new OperatorTasks(deps.stages, admin, {
+      stateTopic: stateTopicOf(plan.pipeline),
+      idlePartitionMs: settings.idlePartitionMs,
+      maxStateKeys: settings.stateMaxKeys,
+      // Restore reads the changelog only once the input's committed offsets are stable, and
+      // checks that the state it read covers them (see OperatorTasks.#load).
+      committedOffsets: (topics, partition) => admin.committedOffsets(plan.groupId, topics, { stable: true, partitions: [partition] }),
+    }, deps.counters);
+    this.upstream = new UpstreamTracker(deps.upstreamHops, settings.idlePartitionMs);
+    for (const stage of deps.stages) {
+      if (!stage.operator) continue;
+      const hop = plan.hops?.[stage.index];
+      if (hop) {
+        this.tasks.setStageTopics(stage, [hop.topic]);
+        this.tasks.setUpstream(stage, hop.upstream);
+      } else {
+        this.tasks.setStageTopics(stage, stage.def.inputs.map((d) => plan.bindings[d]!.topic));
+      }
+    }
+    // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
+    this.tx = settings.exactlyOnce
+      ? client.transactionalProducer({ clientId, transactionalId: `fv-${plan.pipeline}-${settings.instanceId ?? plan.instanceId}-${plan.consumerIndex}` })
+      : undefined;
+    this.producer = settings.exactlyOnce ? undefined : client.producer({ clientId });
+    this.consumer = client.consumer({
+      groupId: plan.groupId,
+      clientId,
+      topics: deps.topics,
+      offsetReset: settings.offsetReset,
+      maxBuffered: settings.batchSize * 4,
+      sessionTimeoutMs: settings.sessionTimeoutMs,
+      stableOffsets: settings.exactlyOnce,
+      ...(settings.instanceId ? { groupInstanceId: `${settings.instanceId}-${plan.consumerIndex}` } : {}),
+      listener: {
+        // A rebalance started: checkpoint at the next batch boundary (state, offsets, and under
+        // exactly-once the open transaction), while this generation still holds. The adapter
+        // rejoins once this resolves, so no work of the old generation stays open.
+        onRebalance: () => {
+          // Before the first poll (the join inside start()), there is nothing to commit yet.
+          if (!this.polling) return;
+          return new Promise<void>((resolve) => {
+            this.rebalanceWaiters.push(resolve);
+            this.checkpointNow = true;
+          });
+        },
+        onAssignment: ({ assigned, revoked, owned }) => {
+          this.#assigned(assigned, revoked);
+          // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
+          this.tasks.release(owned, revoked);
+          // Restore the state of new partitions now: the process is not ready until it is back.
+          this.tasks.prefetch(assigned);
+          metrics.rebalanced();
+          log("info", "assignment changed", { owned: owned.map(partitionText), assigned: assigned.length, revoked: revoked.length });
+        },
+      },
+    });
+    this.collector = new RecordCollector({ producer: this.producer, tx: this.tx }, log, { retries: deps.timings.sendRetries, retryPauseMs: deps.timings.sendRetryPauseMs });
+  }
+
+  #assigned(assigned: TopicPartition[], revoked: TopicPartition[]): void {
+    // Revoked partitions: their in-flight work is dropped (the new owner reads it again from the
+    // last commit) and nothing more is committed for them.
+    for (const tp of revoked) {
+      // Its outputs are in the open transaction but its offsets can no longer join them:
+      // the transaction must abort, never commit outputs without their offsets.
+      if (this.txPartitions.has(tp)) this.revokedMidTransaction = true;
+      this.revokedDuringBatch?.add(tp);
+      this.pending.delete(tp);
+      this.committed.delete(tp);
+      this.positions.delete(tp);
+      this.startOffsets.delete(tp);
+      this.upstream.forget(tp);
+    }
+    for (const tp of assigned) {
+      this.committed.delete(tp);
+      this.startOffsets.delete(tp); // looked up again: it may have moved while another member owned it
+    }
+  }
+
+  /** Exactly-once: these partitions have work in the open transaction (the first ones fix who the member is). */
+  joinTransaction(partitions: Iterable<TopicPartition>): void {
+    if (this.txPartitions.size === 0) this.txGroup = this.consumer.groupMetadata();
+    for (const tp of partitions) this.txPartitions.add(tp);
+  }
+
+  /** The batch's records are processed and acknowledged (or in the transaction): their offsets may be committed. */
+  markProcessed(records: readonly InboundRecord[], revoked: PartitionSet): void {
+    for (const record of records) {
+      if (revoked.has(record)) continue;
+      const next = record.offset + 1n;
+      const pending = this.pending.get(record);
+      if (!pending || pending.offset < next) this.pending.set(record, { topic: record.topic, partition: record.partition, offset: next });
+      if ((this.positions.get(record) ?? -1n) < next) this.positions.set(record, next);
+    }
+  }
+
+  /** Takes the pending offsets worth committing: owned partitions, moving forward. */
+  takeCommittable(): CommitOffset[] {
+    if (this.pending.size === 0) return [];
+    const owned = new PartitionSet(this.consumer.owned());
+    const offsets: CommitOffset[] = [];
+    for (const [tp, o] of this.pending.entries()) {
+      const committed = this.committed.get(tp);
+      if (owned.has(tp) && (committed === undefined || o.offset > committed)) offsets.push(o);
+    }
+    this.pending.clear();
+    return offsets;
+  }
+
+  /** A commit that failed retryably: its offsets go back, unless newer ones arrived meanwhile. */
+  putBack(offsets: CommitOffset[]): void {
+    for (const o of offsets) if (!this.pending.has(o)) this.pending.set(o, o);
+  }
+
+  markCommitted(offsets: CommitOffset[]): void {
+    for (const o of offsets) this.committed.set(o, o.offset);
+  }
+
+  /** Lets every rebalance hook waiting for a checkpoint go on (the member may rejoin). */
+  releaseRebalance(): void {
+    for (const resolve of this.rebalanceWaiters.splice(0)) resolve();
+  }
+
+  /**
+   * Closes the clients, each within `timeoutMs`: a client that cannot finish closing
+   * (librdkafka's consumer close waits for a broker that is down) must not wedge the loop, which
+   * then neither rejoins nor stops. A client left closing is abandoned; the next session has its own.
+   */
+  async close(timeoutMs: number, log: Logger): Promise<void> {
+    const bounded = async (what: string, close: (() => Promise<void>) | undefined) => {
+      if (!close) return;
+      try {
+        await deadline(close(), timeoutMs, () => TIMED_OUT);
+      } catch (error) {
+        if (error === TIMED_OUT) log("warn", `closing the ${what} took longer than ${timeoutMs} ms: going on without it`);
+        else log("warn", `closing the ${what}: ${(error as Error).message}`);
+      }
+    };
+    await bounded("admin client", () => this.admin.close());
+    await bounded("consumer", () => this.consumer.close());
+    await bounded("producer", this.producer && (() => this.producer!.close()));
+    await bounded("transactional producer", this.tx && (() => this.tx!.close()));
+  }
+}
