@@ -384,6 +384,7 @@ export class ConsumerLoop {
         sessionTimeoutMs: settings.sessionTimeoutMs,
         stableOffsets: this.#exactlyOnce,
         ...(settings.instanceId ? { groupInstanceId: `${settings.instanceId}-${plan.consumerIndex}` } : {}),
+        log: (level, message) => this.#log(level, message),
         listener: {
           // A rebalance started: checkpoint at the next batch boundary (state, offsets, and under
           // exactly-once the open transaction), while this generation still holds. The adapter
