@@ -85,6 +85,17 @@ const FETCH_MAX_WAIT_MS = 100;
 const REBALANCE_HOOK_MS = 20_000;
 /** Most time one admin request may take. */
 const ADMIN_TIMEOUT_MS = 10_000;
+/** Most time one read of a new assignment's committed offsets may take before it is tried again. */
+const START_READ_TIMEOUT_MS = 5_000;
+/**
+ * How long new partitions may wait for a committed offset the adapter can start from before the
+ * session fails (retryable: the loop starts a fresh consumer). A pending transactional commit ends
+ * within the transaction timeout, and the loop releases its own producer's after 30 s.
+ */
+const START_GIVE_UP_MS = 90_000;
+/** librdkafka's logical offsets for `assign`. */
+const OFFSET_BEGINNING = -2;
+const OFFSET_END = -1;
 
 function classify(error: unknown, what: string): FvError {
   if (error instanceof FvError) return error;
@@ -132,6 +143,27 @@ async function retryingTxnCall(run: () => Promise<unknown>): Promise<void> {
       if (!e?.isRetriable || e.isTxnRequiresAbort || e.isFatal || Date.now() >= until) throw error;
       await new Promise((r) => setTimeout(r, 200));
     }
+  }
+}
+
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Committed offsets a client has seen, per group and partition, across its consumers (a loop
+ * starts a fresh consumer for every session). Only used to refuse "never committed" for a
+ * partition whose group is known to have committed it (see ConfluentConsumer #start).
+ */
+class KnownOffsets {
+  readonly #offsets = new Map<string, bigint>();
+
+  get(group: string, tp: TopicPartition): bigint | undefined {
+    return this.#offsets.get(`${group}\u0000${key(tp.topic, tp.partition)}`);
+  }
+
+  note(group: string, tp: TopicPartition, offset: bigint): void {
+    const k = `${group}\u0000${key(tp.topic, tp.partition)}`;
+    const before = this.#offsets.get(k);
+    if (before === undefined || offset > before) this.#offsets.set(k, offset);
   }
 }
 
@@ -205,14 +237,22 @@ class ConfluentConsumer implements GroupConsumer {
   /** Admin requests in flight; close waits for them before it frees the native handles. */
   readonly #adminCalls = new Set<Promise<void>>();
   readonly #brokers: string[];
+  /**
+   * An assignment librdkafka waits on: `assign()` is called, with an explicit start offset for
+   * every partition, once the adapter has read the group's committed offsets itself (see #start).
+   */
+  #starting: { partitions: TopicPartition[]; since: number; held: TopicPartition[]; warned: boolean } | undefined;
+  /** Committed offsets this client has seen for the group (see `KnownOffsets`). */
+  readonly #known: KnownOffsets;
   #error: unknown;
   #started = false;
   #closed = false;
 
-  constructor(lib: Library, brokers: string[], options: ConsumerOptions) {
+  constructor(lib: Library, brokers: string[], options: ConsumerOptions, known: KnownOffsets) {
     this.#lib = lib;
     this.#options = options;
     this.#brokers = brokers;
+    this.#known = known;
     const sessionTimeout = options.sessionTimeoutMs ?? SESSION_TIMEOUT_MS;
     this.#consumer = new lib.KafkaConsumer({
       "bootstrap.servers": brokers.join(","),
@@ -270,7 +310,9 @@ class ConfluentConsumer implements GroupConsumer {
       } else if (err?.code === ERR.ASSIGN_PARTITIONS) {
         if (this.#revokePending) this.#unassign();
         this.#assignments++;
-        this.#consumer.assign(assignment);
+        // librdkafka waits for assign() (and heartbeats meanwhile); the next poll calls it once
+        // the start offsets are known.
+        this.#starting = { partitions: assignment.map(({ topic, partition }) => ({ topic, partition })), since: Date.now(), held: [], warned: false };
         const next = new Map<string, TopicPartition>();
         for (const { topic, partition } of assignment) next.set(key(topic, partition), { topic, partition });
         const revoked = [...this.#owned].filter(([k]) => !next.has(k)).map(([, tp]) => tp);
@@ -330,6 +372,7 @@ class ConfluentConsumer implements GroupConsumer {
     if (this.#closed) return [];
     // Nothing is read while a revoke waits for the loop: librdkafka would move its positions on.
     if (!(await this.#settleRevoke(timeoutMs))) return [];
+    if (this.#starting && !(await this.#start(timeoutMs))) return [];
     this.#consumer.setDefaultConsumeTimeout(timeoutMs);
     let messages: Rd.Message[];
     try {
@@ -352,10 +395,91 @@ class ConfluentConsumer implements GroupConsumer {
     return out;
   }
 
+  /**
+   * Starts the pending assignment from offsets the adapter read itself, not from librdkafka's own
+   * committed-offset fetch. That fetch starts a partition it finds no offset for at
+   * `auto.offset.reset`, and leaves a partition unstarted, never to be fetched, when the fetch
+   * fails with a request-level error (librdkafka 2.15 `rd_kafka_assignment_apply_offsets`: "do
+   * nothing for request-level errors"), which a restarting coordinator gives. In the 15-minute
+   * Node soak (seed 25) a fresh consumer started two partitions at offset 0 although the group had
+   * committed about 233,000 on each (420,338 duplicates), and consumers stopped handing out
+   * records after broker restarts (18 stall restarts). Here:
+   *   - the read is stable (read_committed: RequireStable), so a pending transactional commit
+   *     holds its partition until it ends (`held()`), as the platformatic adapter does;
+   *   - a failed read holds every new partition and is tried again at the next poll;
+   *   - "no committed offset" for a partition this client has seen one for is not believed
+   *     (held, with a warning), so a group's progress is never thrown away;
+   *   - only a partition the group never committed starts at `offsetReset`.
+   * False while the assignment is held: the loop gets control back and polls again.
+   */
+  async #start(timeoutMs: number): Promise<boolean> {
+    const pending = this.#starting!;
+    if (pending.partitions.length === 0) {
+      this.#consumer.assign([]);
+      this.#starting = undefined;
+      return true;
+    }
+    const group = this.#options.groupId;
+    const giveUp = (why: string) => {
+      if (Date.now() - pending.since < START_GIVE_UP_MS) return;
+      throw new FvError("KAFKA_RETRYABLE", `new partitions waited ${Math.round((Date.now() - pending.since) / 1000)} s for a committed offset to start from: ${why}`);
+    };
+    let answer: Array<Rd.TopicPartitionOffset | Error>;
+    try {
+      answer = await call<Array<Rd.TopicPartitionOffset | Error>>((cb) => this.#consumer.committed(pending.partitions, START_READ_TIMEOUT_MS, cb));
+    } catch (error) {
+      if (this.#starting !== pending) return false; // a newer assignment replaced this one
+      pending.held = pending.partitions;
+      giveUp(`reading them failed: ${(error as Error)?.message ?? error}`);
+      await delay(Math.min(timeoutMs, 200));
+      return false;
+    }
+    if (this.#starting !== pending || this.#closed) return false;
+    const starts: Rd.TopicPartitionOffset[] = [];
+    const held: TopicPartition[] = [];
+    const reasons: string[] = [];
+    for (const [i, tp] of pending.partitions.entries()) {
+      const entry = answer[i];
+      const known = this.#known.get(group, tp);
+      if (entry instanceof Error || entry === undefined) {
+        // e.g. UNSTABLE_OFFSET_COMMIT after librdkafka's own retries: a transaction is pending.
+        held.push(tp);
+        reasons.push(`${tp.topic}:${tp.partition} ${entry?.message ?? "no answer"}`);
+      } else if (typeof entry.offset === "number" && entry.offset >= 0) {
+        starts.push({ topic: tp.topic, partition: tp.partition, offset: entry.offset });
+        this.#known.note(group, tp, BigInt(entry.offset));
+      } else if (known !== undefined) {
+        held.push(tp);
+        reasons.push(`${tp.topic}:${tp.partition} read as never committed, but ${known} was committed`);
+      } else {
+        starts.push({ topic: tp.topic, partition: tp.partition, offset: this.#options.offsetReset === "latest" ? OFFSET_END : OFFSET_BEGINNING });
+      }
+    }
+    pending.held = held;
+    if (held.length) {
+      if (!pending.warned && reasons.some((r) => r.includes("never committed"))) {
+        pending.warned = true;
+        this.#options.log?.("warn", `holding new partitions: ${reasons.join("; ")}`);
+      }
+      giveUp(reasons.join("; "));
+      await delay(Math.min(timeoutMs, 200));
+      return false;
+    }
+    this.#consumer.assign(starts);
+    this.#starting = undefined;
+    return true;
+  }
+
+  held(): TopicPartition[] {
+    return this.#starting ? [...this.#starting.held] : [];
+  }
+
   async commit(offsets: CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
     const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
-    const sent = call((cb) => extras(this.#consumer).commitCb(list, cb)).catch((error) => {
+    const sent = call((cb) => extras(this.#consumer).commitCb(list, cb)).then(() => {
+      for (const o of offsets) this.#known.note(this.#options.groupId, o, o.offset);
+    }, (error) => {
       throw classify(error, "committing offsets");
     });
     const tracked = sent.catch(() => {});
@@ -530,8 +654,10 @@ class ConfluentProducer implements Producer {
 
   async close(): Promise<void> {
     if (!this.#connected) return;
-    await call((cb) => this.#producer.flush(DELIVERY_TIMEOUT_MS, cb)).catch(() => {});
-    await disconnect(this.#producer);
+    const flushed = await call((cb) => this.#producer.flush(DELIVERY_TIMEOUT_MS, cb)).then(() => true, () => false);
+    // Not flushed: the brokers are away; destroying the handle now can block for good (see
+    // ConfluentTransactionalProducer.close), so it is left to end with the process.
+    if (flushed) await disconnect(this.#producer);
   }
 }
 
@@ -542,6 +668,8 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
   #open = false;
   /** Whether the open transaction holds anything. */
   #dirty = false;
+  /** The last transactional call or send failed, and no commit or abort has succeeded since. */
+  #troubled = false;
 
   constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string) {
     this.#producer = new lib.Producer({
@@ -594,6 +722,7 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await produceAll(this.#producer, records);
     } catch (error) {
+      this.#troubled = true;
       throw classify(error, "producing in a transaction");
     }
   }
@@ -617,6 +746,7 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await retryingTxnCall(() => call((cb) => this.#producer.sendOffsetsToTransaction(list, consumer.raw, TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
+      this.#troubled = true;
       throw classify(error, "adding offsets to a transaction");
     }
   }
@@ -631,10 +761,12 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
       await retryingTxnCall(() => call((cb) => this.#producer.commitTransaction(TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
       // Still open: the loop aborts it (librdkafka needs the abort before the next begin).
+      this.#troubled = true;
       throw classify(error, "committing a transaction");
     }
     this.#open = false;
     this.#dirty = false;
+    this.#troubled = false;
   }
 
   async abort(): Promise<void> {
@@ -644,8 +776,10 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await call((cb) => this.#producer.abortTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
     } catch (error) {
+      this.#troubled = true;
       throw classify(error, "aborting a transaction");
     }
+    this.#troubled = false;
   }
 
   async releasePendingOffsets(consumer: GroupConsumer, held: TopicPartition): Promise<void> {
@@ -663,9 +797,22 @@ class ConfluentTransactionalProducer implements TransactionalProducer {
     await this.abort();
   }
 
+  /**
+   * Aborts what is open, then frees the handle, but only when librdkafka's last word was a
+   * success. The binding's disconnect runs `rd_kafka_destroy` in a libuv threadpool thread, and
+   * for a transactional producer that failed during a broker outage that call never returned,
+   * even once the broker was back (Node soak, seeds 23 and 25: 4 processes that logged STOPPED
+   * and never exited). Node joins every threadpool thread at exit, so one such call holds the
+   * process forever, and each takes a thread from the pool (4 by default) that `consume()` also
+   * needs. A handle in trouble is left as it is: fenced by the next producer with the same
+   * transactional id, it ends with the process.
+   */
   async close(): Promise<void> {
     if (!this.#initialized) return;
+    const initialized = await this.#initialized.then(() => true, () => false);
+    if (!initialized) return;
     await this.abort().catch(() => {});
+    if (this.#troubled) return;
     await disconnect(this.#producer);
   }
 }
@@ -795,9 +942,16 @@ class ConfluentAdmin implements Admin {
     if (partitions.length === 0) return [];
     try {
       const reader = await this.#offsetReader(groupId, options.stable ?? false);
-      const committed = await call<Rd.TopicPartitionOffset[]>((cb) => reader.committed(partitions, ADMIN_TIMEOUT_MS, cb));
+      const committed = await call<Array<Rd.TopicPartitionOffset | Error>>((cb) => reader.committed(partitions, ADMIN_TIMEOUT_MS, cb));
+      // A partition that failed (e.g. UNSTABLE_OFFSET_COMMIT) comes back as an Error in its place,
+      // with no topic or offset: it is not "no commit yet".
+      const failed = committed.findIndex((p) => p instanceof Error);
+      if (failed >= 0) {
+        const tp = partitions[failed]!;
+        throw new FvError("KAFKA_RETRYABLE", `reading the committed offset of ${tp.topic}:${tp.partition} failed: ${(committed[failed] as Error).message}`);
+      }
       // No commit yet: librdkafka gives OFFSET_INVALID, which the binding hands over as no offset.
-      return committed.map((p) => ({
+      return (committed as Rd.TopicPartitionOffset[]).map((p) => ({
         topic: p.topic,
         partition: p.partition,
         offset: typeof p.offset !== "number" || p.offset < 0 ? -1n : BigInt(p.offset),
@@ -846,9 +1000,10 @@ class ConfluentAdmin implements Admin {
 /** The librdkafka client (Node only). Throws a clear error when the addon does not load. */
 export function confluentClient(brokers: string[]): KafkaClient {
   const lib = loadLibrary();
+  const known = new KnownOffsets();
   return {
     name: "confluent",
-    consumer: (options) => new ConfluentConsumer(lib, brokers, options),
+    consumer: (options) => new ConfluentConsumer(lib, brokers, options, known),
     producer: ({ clientId }) => new ConfluentProducer(lib, brokers, clientId),
     transactionalProducer: ({ clientId, transactionalId }) => new ConfluentTransactionalProducer(lib, brokers, clientId, transactionalId),
     admin: ({ clientId }) => new ConfluentAdmin(lib, brokers, clientId),

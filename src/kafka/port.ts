@@ -66,6 +66,8 @@ export interface ConsumerOptions {
    */
   groupInstanceId?: string;
   listener?: AssignmentListener;
+  /** Where the adapter says what the loop cannot see (e.g. partitions it holds, and why). */
+  log?: (level: "debug" | "info" | "warn" | "error", message: string) => void;
 }
 
 /**

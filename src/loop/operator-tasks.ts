@@ -156,7 +156,16 @@ export class OperatorTasks {
     for (let attempt = 1; ; attempt++) {
       // 1. The input's committed offsets, once stable: the previous owner's transaction, which
       //    wrote this partition's changelog and offsets together, has ended.
-      const committed = this.#options.committedOffsets ? await this.#options.committedOffsets(topics, partition) : [];
+      let committed: Array<{ topic: string; offset: bigint }>;
+      try {
+        committed = this.#options.committedOffsets ? await this.#options.committedOffsets(topics, partition) : [];
+      } catch (error) {
+        // Not known yet (a pending transaction past the client's own retries, a coordinator
+        // moving): never take that for "nothing committed"; read again, as when behind.
+        if (!(error instanceof FvError) || error.code !== "KAFKA_RETRYABLE" || attempt >= RESTORE_ATTEMPTS) throw error;
+        await new Promise((r) => setTimeout(r, RESTORE_RETRY_MS));
+        continue;
+      }
       // 2. The changelog, read_committed, up to its end.
       const records = await this.#admin.readPartition(this.#options.stateTopic, partition);
       const read = this.#decode(stage, partition, records);

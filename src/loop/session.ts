@@ -116,6 +116,7 @@ export class Session {
       sessionTimeoutMs: settings.sessionTimeoutMs,
       stableOffsets: settings.exactlyOnce,
       ...(settings.instanceId ? { groupInstanceId: `${settings.instanceId}-${plan.consumerIndex}` } : {}),
+      log: (level, message) => log(level, message),
       listener: {
         // A rebalance started: checkpoint at the next batch boundary (state, offsets, and under
         // exactly-once the open transaction), while this generation still holds. The adapter

@@ -124,6 +124,38 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(await pollFor(second, 1500), []);
     });
 
+    test("a group answer of 'no committed offset' for a partition this client saw committed holds it instead of starting it at offset reset", { skip: adapter !== "confluent" && "librdkafka's own committed-offset fetch is the one that reset" }, async () => {
+      const topic = await topicWith(1, Array.from({ length: 20 }, (_, i) => ({ topic: "", key: null, value: `v${i}` })));
+      const group = uniqueName("fv-port-group");
+      const first = consumerOf(group, topic);
+      await first.start();
+      assert.equal((await pollUntil(first, 20)).length, 20);
+      await first.commit([{ topic, partition: 0, offset: 12n }]);
+      await first.close();
+      // The group forgets its offsets (what a fresh consumer of the 15-minute Node soak, seed 25, was
+      // told for two partitions the group had committed ~233,000 on: it read them from offset 0).
+      const { Admin } = await import("@platformatic/kafka");
+      const forget = new Admin({ clientId: "fv-port-forget", bootstrapBrokers: BROKERS });
+      await forget.deleteGroups({ groups: [group] });
+      await forget.close();
+      const warnings: string[] = [];
+      const second = track(k().consumer({
+        groupId: group, clientId: "fv-port-consumer", topics: [topic], offsetReset: "earliest", stableOffsets: true,
+        log: (level, message) => void (level === "warn" && warnings.push(message)),
+      }));
+      await second.start();
+      assert.deepEqual(await pollFor(second, 4000), []);
+      assert.deepEqual(second.held?.(), [{ topic, partition: 0 }]);
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0]!, /read as never committed, but 12 was committed/);
+      await second.close();
+      // A client that never saw the group commit (a new process) starts the partition at offset reset.
+      const fresh = (await resolveKafkaClient(adapter)).factory(BROKERS);
+      const third = track(fresh.consumer({ groupId: group, clientId: "fv-port-consumer", topics: [topic], offsetReset: "earliest", stableOffsets: true }));
+      await third.start();
+      assert.deepEqual((await pollUntil(third, 20)).map((r) => r.offset), Array.from({ length: 20 }, (_, i) => BigInt(i)));
+    });
+
     test("a transaction commits outputs with the next offsets (offset + 1): a restart reads nothing twice", async () => {
       const input = await topicWith(2, Array.from({ length: 10 }, (_, i) => ({ topic: "", key: null, value: `in${i}`, partition: i % 2 })));
       const output = await topicWith(2);
