@@ -47,7 +47,11 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
   #initialized: Promise<void> | undefined;
   /** Open: beginTransaction was called and neither commit nor abort since; dirty: it holds anything. */
   readonly #state = new TransactionState();
-  /** The last transactional call or send failed, and no commit or abort has succeeded since. */
+  /**
+   * The last transactional call or send failed because the brokers did not answer (a retryable
+   * error: timeout, transport, message timed out), and no commit or abort has succeeded since.
+   * A fenced or fatal producer is not in trouble in this sense: the broker answered it.
+   */
   #troubled = false;
 
   constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<ConfluentMember>) {
@@ -101,8 +105,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await produceAll(this.#producer, records);
     } catch (error) {
-      this.#troubled = true;
-      throw classify(error, "producing in a transaction");
+      throw this.#failed(error, "producing in a transaction");
     }
   }
 
@@ -125,8 +128,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await retryingTxnCall(() => call((cb) => this.#producer.sendOffsetsToTransaction(list, member.consumer, TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
-      this.#troubled = true;
-      throw classify(error, "adding offsets to a transaction");
+      throw this.#failed(error, "adding offsets to a transaction");
     }
   }
 
@@ -140,8 +142,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       await retryingTxnCall(() => call((cb) => this.#producer.commitTransaction(TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
       // Still open: the loop aborts it (librdkafka needs the abort before the next begin).
-      this.#troubled = true;
-      throw classify(error, "committing a transaction");
+      throw this.#failed(error, "committing a transaction");
     }
     this.#state.ended();
     this.#troubled = false;
@@ -153,8 +154,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await call((cb) => this.#producer.abortTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
     } catch (error) {
-      this.#troubled = true;
-      throw classify(error, "aborting a transaction");
+      throw this.#failed(error, "aborting a transaction");
     }
     this.#troubled = false;
   }
@@ -174,15 +174,21 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     await this.abort();
   }
 
+  #failed(error: unknown, what: string): FvError {
+    const failure = classify(error, what);
+    if (failure.code === "KAFKA_RETRYABLE") this.#troubled = true;
+    return failure;
+  }
+
   /**
-   * Aborts what is open, then frees the handle, but only when librdkafka's last word was a
-   * success. The binding's disconnect runs `rd_kafka_destroy` in a libuv threadpool thread, and
+   * Aborts what is open, then frees the handle, unless the brokers did not answer its last call. The binding's disconnect runs `rd_kafka_destroy` in a libuv threadpool thread, and
    * for a transactional producer that failed during a broker outage that call never returned,
    * even once the broker was back (Node soak, seeds 23 and 25: 4 processes that logged STOPPED
    * and never exited). Node joins every threadpool thread at exit, so one such call holds the
    * process forever, and each takes a thread from the pool (4 by default) that `consume()` also
    * needs. A handle in trouble is left as it is: fenced by the next producer with the same
-   * transactional id, it ends with the process.
+   * transactional id, it ends with the process (its open connection keeps a Node process alive
+   * until then: the CLI ends with process.exit).
    */
   async close(): Promise<void> {
     if (!this.#initialized) return;
