@@ -1,6 +1,6 @@
 /** Shared pieces of the Kafka benchmarks: loading an input topic and timing the engine over it. */
 import { BuildSignal, type BuildRecord, type ControlPlane, parseSettings, runStream } from "../src/index.ts";
-import { platformaticClient } from "../src/kafka/platformatic.ts";
+import { platformaticClient } from "../src/kafka/platformatic/index.ts";
 import type { OutboundRecord } from "../src/kafka/port.ts";
 
 export const BROKERS = process.env.STREAM_BROKERS ?? "127.0.0.1:9092";

@@ -5,7 +5,7 @@
  *
  *   bun bench/peers/passthrough.ts INPUT OUTPUT GROUP      runs until SIGTERM
  */
-import { platformaticClient } from "../../src/kafka/platformatic.ts";
+import { platformaticClient } from "../../src/kafka/platformatic/index.ts";
 
 const [input, output, group] = process.argv.slice(2) as [string, string, string];
 const client = platformaticClient((process.env.STREAM_BROKERS ?? "127.0.0.1:9092").split(","));

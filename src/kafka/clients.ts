@@ -24,7 +24,7 @@ function nodeVersion(): string {
 }
 
 async function importConfluent(): Promise<{ factory: KafkaClientFactory; version: string }> {
-  const mod = await import("./confluent.ts");
+  const mod = await import("./confluent/index.ts");
   const lib = mod.loadLibrary();
   return { factory: mod.confluentClient, version: lib.librdkafkaVersion };
 }
@@ -39,7 +39,7 @@ async function importConfluent(): Promise<{ factory: KafkaClientFactory; version
 export async function resolveKafkaClient(name: string): Promise<ResolvedKafkaClient> {
   switch (name) {
     case "platformatic":
-      return { name, factory: (await import("./platformatic.ts")).platformaticClient, detail: "@platformatic/kafka (pure JS)" };
+      return { name, factory: (await import("./platformatic/index.ts")).platformaticClient, detail: "@platformatic/kafka (pure JS)" };
     case "confluent": {
       try {
         const { factory, version } = await importConfluent();

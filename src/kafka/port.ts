@@ -73,8 +73,10 @@ export interface ConsumerOptions {
 /**
  * Who this member is in its group, as Kafka's `consumer.groupMetadata()`: group, generation and
  * member id. Opaque to the loop: it takes one when a transaction's first batch is processed and
- * hands it to `sendOffsets`, so the broker refuses the offsets of a member that the group has
- * moved past (KIP-447), whatever the member has learned since.
+ * hands it, as it is, to `sendOffsets`, so the broker refuses the offsets of a member that the
+ * group has moved past (KIP-447), whatever the member has learned since. The value also stands for
+ * the consumer: a transactional producer finds its library consumer from it (an adapter ties each
+ * value its consumers hand out to theirs), so a copy or another client's value is refused.
  */
 export interface GroupMetadata {
   readonly groupId: string;
@@ -129,9 +131,10 @@ export interface TransactionalProducer {
   send(records: OutboundRecord[]): Promise<void>;
   /**
    * Adds the next offsets to read to the transaction, on behalf of `group` (the member as it was
-   * when the transaction's work was read): the broker refuses them if the group moved on.
+   * when the transaction's work was read, from `groupMetadata()` of a consumer of the same
+   * client): the broker refuses them if the group moved on.
    */
-  sendOffsets(consumer: GroupConsumer, group: GroupMetadata, offsets: CommitOffset[]): Promise<void>;
+  sendOffsets(group: GroupMetadata, offsets: CommitOffset[]): Promise<void>;
   /** Commits the open transaction; nothing to do when none is open. */
   commit(): Promise<void>;
   /** Aborts the open transaction; nothing to do when none is open. */
@@ -143,10 +146,11 @@ export interface TransactionalProducer {
    * transaction ended (a request retried across a broker restart; Kafka before transaction
    * version 2 cannot tell), and holds every stable reader of its partitions until this producer's
    * next marker, which would make it the committed offset. Call it with no transaction open;
-   * `held` is a partition of `consumer` that waits for a stable offset (some clients can only add
-   * the group to a transaction through an offset, which the abort drops).
+   * `group` is the consumer's `groupMetadata()` now, `held` a partition of it that waits for a
+   * stable offset (some clients can only add the group to a transaction through an offset, which
+   * the abort drops).
    */
-  releasePendingOffsets(consumer: GroupConsumer, held: TopicPartition): Promise<void>;
+  releasePendingOffsets(group: GroupMetadata, held: TopicPartition): Promise<void>;
   close(): Promise<void>;
 }
 

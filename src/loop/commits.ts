@@ -82,7 +82,7 @@ export class Commits {
     await this.#checkpoint([
       { name: "state", run: () => tx.send(changelog) },
       // On behalf of the member that read this work: the broker refuses it if the group moved on.
-      { name: "offsets", run: () => tx.sendOffsets(session.consumer, group, offsets) },
+      { name: "offsets", run: () => tx.sendOffsets(group, offsets) },
       { name: "transaction", run: () => tx.commit() },
     ]);
     debug?.("debug", "commit transaction: done");

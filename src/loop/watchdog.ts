@@ -118,7 +118,7 @@ export class Watchdog {
     if (!this.#heldSince || now - this.#heldSince < releaseMs || now - this.#releasedAt < releaseMs || tx.inTransaction) return;
     this.#releasedAt = now;
     this.#log("warn", `${held.map(partitionText).join(", ")} waited ${Math.round((now - this.#heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds only the group, which drops its offset commits that no transaction ends`);
-    await tx.releasePendingOffsets(session.consumer, held[0]!);
+    await tx.releasePendingOffsets(session.consumer.groupMetadata(), held[0]!);
     // The consumer reads the partitions once it sees the offsets stable: not a stall meanwhile.
     this.#lastRecord = Date.now();
   }

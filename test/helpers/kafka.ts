@@ -4,7 +4,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { resolve } from "node:path";
-import { platformaticClient } from "../../src/kafka/platformatic.ts";
+import { platformaticClient } from "../../src/kafka/platformatic/index.ts";
 import type { CommitOffset, InboundRecord, KafkaClient, OutboundRecord } from "../../src/kafka/port.ts";
 
 export const BROKERS = process.env.STREAM_BROKERS ?? "127.0.0.1:9092";

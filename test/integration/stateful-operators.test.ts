@@ -441,7 +441,7 @@ describe("regressions: engine bugs found by these tests (fixed in f0d25c3)", () 
   // never meet (observed: 0 of 48 pairs; one consumer owned orders 0 and 3 with quotes 2). It
   // holds by luck with 2 members (4 is even); any member count that does not divide the
   // partition count, over one process or several, loses the matches (and a left join emits
-  // every order with nulls). Fixed: src/kafka/platformatic.ts passes a co-partitioning assignor.
+  // every order with nulls). Fixed: src/kafka/platformatic/assigner.ts is a co-partitioning assignor.
   test("streamJoin with STREAM_CONSUMERS=3 over two 4-partition topics: each consumer owns the same partitions of both, and the pairs are exact", async () => {
     const name = uniqueName("join-3");
     const orders = `${name}-orders`;

@@ -171,7 +171,7 @@ for (const adapter of ADAPTERS) {
       assert.equal(tx.inTransaction, true);
       const last = new Map<number, bigint>();
       for (const r of got) if ((last.get(r.partition) ?? -1n) < r.offset) last.set(r.partition, r.offset);
-      await tx.sendOffsets(consumer, consumer.groupMetadata(), [...last].map(([partition, offset]) => ({ topic: input, partition, offset: offset + 1n })));
+      await tx.sendOffsets(consumer.groupMetadata(), [...last].map(([partition, offset]) => ({ topic: input, partition, offset: offset + 1n })));
       await tx.commit();
       assert.equal(tx.inTransaction, false);
       await consumer.close();
@@ -205,7 +205,7 @@ for (const adapter of ADAPTERS) {
       await consumer.start();
       const [record] = await pollUntil(consumer, 1);
       await tx.send([{ topic: output, key: null, value: "aborted" }]);
-      await tx.sendOffsets(consumer, consumer.groupMetadata(), [{ topic: input, partition: 0, offset: record!.offset + 1n }]);
+      await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: record!.offset + 1n }]);
       await tx.abort();
       assert.equal(tx.inTransaction, false);
       // The next transaction on the same producer works and is the only one visible.
@@ -227,15 +227,34 @@ for (const adapter of ADAPTERS) {
       const consumer = consumerOf(group, input);
       await consumer.start();
       const got = await pollUntil(consumer, 2);
-      await tx.sendOffsets(consumer, consumer.groupMetadata(), [{ topic: input, partition: 0, offset: 1n }]);
+      await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: 1n }]);
       await tx.commit();
-      await tx.releasePendingOffsets(consumer, { topic: input, partition: 0 });
+      await tx.releasePendingOffsets(consumer.groupMetadata(), { topic: input, partition: 0 });
       assert.equal(tx.inTransaction, false);
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
       assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 1n }]);
-      await tx.sendOffsets(consumer, consumer.groupMetadata(), [{ topic: input, partition: 0, offset: got[1]!.offset + 1n }]);
+      await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: got[1]!.offset + 1n }]);
       await tx.commit();
       assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 2n }]);
+    });
+
+    // Kafka's sendOffsetsToTransaction(offsets, consumer.groupMetadata()): the value stands for the
+    // consumer, and the transaction finds the library consumer from it; a copy stands for nothing.
+    test("offsets on behalf of group metadata that no consumer of this client handed out are refused", async () => {
+      const input = await topicWith(1, [{ topic: "", key: null, value: "a" }]);
+      const group = uniqueName("fv-port-metadata");
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const consumer = consumerOf(group, input);
+      await consumer.start();
+      await pollUntil(consumer, 1);
+      await assert.rejects(tx.sendOffsets({ ...consumer.groupMetadata() }, [{ topic: input, partition: 0, offset: 1n }]), (error: Error & { code?: string }) =>
+        error.code === "KAFKA_FATAL" && /not handed out by a consumer of this/.test(error.message));
+      await assert.rejects(tx.releasePendingOffsets({ ...consumer.groupMetadata() }, { topic: input, partition: 0 }), (error: Error & { code?: string }) => error.code === "KAFKA_FATAL");
+      await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: 1n }]);
+      await tx.commit();
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 1n }]);
     });
 
     test("a second member takes half the partitions: the first is told what it lost, and partition p of both topics stays together", async () => {
@@ -421,7 +440,7 @@ for (const adapter of ADAPTERS) {
       assert.notEqual(consumer.groupMetadata().generationId, before.generationId);
       await assert.rejects(
         (async () => {
-          await tx.sendOffsets(consumer, before, [{ topic: input, partition: 0, offset: got.at(-1)!.offset + 1n }]);
+          await tx.sendOffsets(before, [{ topic: input, partition: 0, offset: got.at(-1)!.offset + 1n }]);
           await tx.commit();
         })(),
         (error: Error & { code?: string }) => error.code === "KAFKA_FENCED",

@@ -316,13 +316,17 @@ export class MemoryKafka {
     this.stableWaitMs = options.stableWaitMs ?? 60_000;
   }
 
-  /** The port, over this cluster. */
+  /**
+   * The port, over this cluster. As the adapters do, a client's transactions take only the
+   * GroupMetadata its own consumers handed out (the value itself, not a copy).
+   */
   client(): KafkaClient {
+    const issued = new WeakSet<GroupMetadata>();
     return {
       name: "memory",
-      consumer: (options) => new MemoryConsumer(this, options),
+      consumer: (options) => new MemoryConsumer(this, options, issued),
       producer: () => new MemoryProducer(this),
-      transactionalProducer: ({ transactionalId }) => new MemoryTransactionalProducer(this, transactionalId),
+      transactionalProducer: ({ transactionalId }) => new MemoryTransactionalProducer(this, transactionalId, issued),
       admin: () => new MemoryAdmin(this),
     };
   }
@@ -549,10 +553,13 @@ class MemoryConsumer implements GroupConsumer {
   #rotation = 0;
   #firstJoin: (() => void) | undefined;
   lastSeen = Date.now();
+  /** The GroupMetadata values this client's consumers handed out. */
+  readonly #issued: WeakSet<GroupMetadata>;
 
-  constructor(kafka: MemoryKafka, options: ConsumerOptions) {
+  constructor(kafka: MemoryKafka, options: ConsumerOptions, issued: WeakSet<GroupMetadata>) {
     this.#kafka = kafka;
     this.#options = options;
+    this.#issued = issued;
     this.#group = kafka.group(options.groupId);
   }
 
@@ -700,7 +707,9 @@ class MemoryConsumer implements GroupConsumer {
   }
 
   groupMetadata(): GroupMetadata {
-    return { groupId: this.#options.groupId, generationId: this.#joined?.generation ?? -1, memberId: this.#joined?.memberId ?? "" };
+    const metadata = Object.freeze({ groupId: this.#options.groupId, generationId: this.#joined?.generation ?? -1, memberId: this.#joined?.memberId ?? "" });
+    this.#issued.add(metadata);
+    return metadata;
   }
 
   held(): TopicPartition[] {
@@ -744,10 +753,20 @@ class MemoryTransactionalProducer implements TransactionalProducer {
   readonly #transactionalId: string;
   #epoch: number | undefined;
   #transaction: Transaction | undefined;
+  /** The GroupMetadata values the consumers of this producer's client handed out. */
+  readonly #issued: WeakSet<GroupMetadata>;
 
-  constructor(kafka: MemoryKafka, transactionalId: string) {
+  constructor(kafka: MemoryKafka, transactionalId: string, issued: WeakSet<GroupMetadata>) {
     this.#kafka = kafka;
     this.#transactionalId = transactionalId;
+    this.#issued = issued;
+  }
+
+  /** Refuses group metadata that no consumer of this client handed out, as the adapters do. */
+  #checkIssued(group: GroupMetadata, what: string): void {
+    if (!this.#issued.has(group)) {
+      throw new FvError("KAFKA_FATAL", `${what}: the group metadata was not handed out by a consumer of this memory client (pass consumer.groupMetadata() itself, not a copy)`);
+    }
   }
 
   get inTransaction(): boolean {
@@ -786,8 +805,9 @@ class MemoryTransactionalProducer implements TransactionalProducer {
     this.#kafka.append(records, transaction);
   }
 
-  async sendOffsets(_consumer: GroupConsumer, group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
+  async sendOffsets(group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
+    this.#checkIssued(group, "adding offsets to a transaction");
     const registration = this.#registration("adding offsets to a transaction");
     const transaction = this.#begin(registration);
     this.#kafka.fault("send-offsets", offsets.map((o) => o.topic));
@@ -829,10 +849,11 @@ class MemoryTransactionalProducer implements TransactionalProducer {
   }
 
   /** Drops pending offset commits of this producer that no open transaction ends. */
-  async releasePendingOffsets(consumer: GroupConsumer, held: TopicPartition): Promise<void> {
+  async releasePendingOffsets(metadata: GroupMetadata, held: TopicPartition): Promise<void> {
     if (this.#transaction) throw new FvError("KAFKA_FATAL", "releasePendingOffsets with a transaction open");
+    this.#checkIssued(metadata, "releasing pending offset commits");
     const registration = this.#registration("releasing pending offset commits");
-    const group = this.#kafka.group(consumer.groupMetadata().groupId);
+    const group = this.#kafka.group(metadata.groupId);
     const k = tpKey(held.topic, held.partition);
     const pending = group.pending.get(k);
     if (pending && pending.producerId === registration.producerId && pending.state !== "open") group.pending.delete(k);

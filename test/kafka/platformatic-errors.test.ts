@@ -4,9 +4,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
-import { MultipleErrors, murmur2, NetworkError, ProtocolError, TimeoutError, UserError } from "@platformatic/kafka";
+import { MultipleErrors, murmur2, NetworkError, ProtocolError, ResponseError, TimeoutError, UserError } from "@platformatic/kafka";
 import type { FvError } from "../../src/errors.ts";
-import { checkWritten, classify } from "../../src/kafka/platformatic.ts";
+import { classify, topicAlreadyExists, unstableOffsetCommit } from "../../src/kafka/platformatic/errors.ts";
+import { checkWritten } from "../../src/kafka/platformatic/producer.ts";
 
 describe("the platformatic adapter sorts library errors by their properties", () => {
   // A broker restart of ~20 s: the library retries a fetch 3 times, 1 s apart, then gives up with
@@ -35,6 +36,24 @@ describe("the platformatic adapter sorts library errors by their properties", ()
     expect(classify(new ProtocolError("TOPIC_AUTHORIZATION_FAILED"), "x").code).toBe("KAFKA_FATAL");
     expect(classify(new MultipleErrors("produce failed 1 times.", [new ProtocolError("INVALID_CONFIG")]), "x").code).toBe("KAFKA_FATAL");
     expect(classify(new UserError("Cannot produce to an already completed transaction."), "x").code).toBe("KAFKA_FATAL");
+  });
+
+  // Two processes of a pipeline create its topics at once: the one that loses the race must go on.
+  test("a topic that already exists is known by the broker's error code, wherever the library nests it, not by its text", () => {
+    const answer = new ResponseError(19, 7, { "/topics/0": [36, "Topic 'out' already exists."] }, {});
+    expect(topicAlreadyExists(answer)).toBe(true);
+    expect(topicAlreadyExists(new MultipleErrors("createTopics failed 1 times.", [answer]))).toBe(true);
+    expect(topicAlreadyExists(new ProtocolError(36))).toBe(true);
+    expect(topicAlreadyExists(new UserError("Topic already exists somewhere, says the text"))).toBe(false);
+    expect(topicAlreadyExists(new Error("already exists"))).toBe(false);
+    expect(topicAlreadyExists(new ProtocolError("INVALID_PARTITIONS"))).toBe(false);
+  });
+
+  test("a pending transactional commit (UNSTABLE_OFFSET_COMMIT) is known by its apiId, and is retryable", () => {
+    const answer = new MultipleErrors("listConsumerGroupOffsets failed 1 times.", [new ProtocolError("UNSTABLE_OFFSET_COMMIT")]);
+    expect(unstableOffsetCommit(answer)).toBe(true);
+    expect(unstableOffsetCommit(new ProtocolError("NOT_COORDINATOR"))).toBe(false);
+    expect(classify(answer, "x").code).toBe("KAFKA_RETRYABLE");
   });
 });
 

@@ -68,7 +68,7 @@ function scriptedClient(records: InboundRecord[], commitError?: () => Error, con
       log.aborts++;
       open = false;
     },
-    releasePendingOffsets: async (_c, held) => void log.released.push(`${held.topic}:${held.partition}`),
+    releasePendingOffsets: async (_g, held) => void log.released.push(`${held.topic}:${held.partition}`),
     close: async () => {},
   };
   const admin = { close: async () => {}, readPartition: async () => [], committedOffsets: async () => [] } as unknown as Admin;
@@ -188,7 +188,7 @@ describe("a rebalance that lands in the middle of a batch", () => {
       },
       ready: async () => {},
       send: async (out) => void (open ||= out.length > 0),
-      sendOffsets: async (_c, _g, offsets) => {
+      sendOffsets: async (_g, offsets) => {
         open = true;
         log.sendOffsets.push(...offsets.map((o) => `${o.partition}@${o.offset}`));
       },

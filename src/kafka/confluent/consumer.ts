@@ -1,0 +1,354 @@
+/**
+ * A group member on librdkafka. `rebalance_cb` hands the consumer the revoke and the assign:
+ * librdkafka waits for the `unassign()` / `assign()` calls, so the consumer lets go of revoked
+ * partitions only at the loop's next poll, after its commits (the old generation still holds
+ * until then), and starts new partitions from offsets it reads itself.
+ */
+import type * as Rd from "@confluentinc/kafka-javascript";
+import { delay } from "../../async.ts";
+import { FvError } from "../../errors.ts";
+import type { CommitOffset, ConsumerOptions, GroupConsumer, GroupMetadata, InboundRecord, TopicPartition } from "../port.ts";
+import { type GroupMembers, HEARTBEAT_INTERVAL_MS, InFlight, OwnedPartitions, partitionKey, SESSION_TIMEOUT_MS, settleRebalanceHook } from "../shared.ts";
+import { latestOffsets } from "./admin.ts";
+import { classify, ERR } from "./errors.ts";
+import { call, connect, disconnect, extras, FETCH_MAX_WAIT_MS, type Library, toInbound } from "./library.ts";
+
+/** Most time one read of a new assignment's committed offsets may take before it is tried again. */
+const START_READ_TIMEOUT_MS = 5_000;
+/**
+ * How long new partitions may wait for a committed offset the adapter can start from before the
+ * session fails (retryable: the loop starts a fresh consumer). A pending transactional commit ends
+ * within the transaction timeout, and the loop releases its own producer's after 30 s.
+ */
+const START_GIVE_UP_MS = 90_000;
+/** librdkafka's logical offsets for `assign`. */
+const OFFSET_BEGINNING = -2;
+const OFFSET_END = -1;
+
+/** What a transaction of this client needs of the member behind a GroupMetadata. */
+export interface ConfluentMember {
+  readonly consumer: Rd.KafkaConsumer;
+  /** Assignments received so far (see ConfluentConsumer #assignments). */
+  generation(): number;
+}
+
+/**
+ * Committed offsets a client has seen, per group and partition, across its consumers (a loop
+ * starts a fresh consumer for every session). Only used to refuse "never committed" for a
+ * partition whose group is known to have committed it (see ConfluentConsumer #start).
+ */
+export class KnownOffsets {
+  readonly #offsets = new Map<string, bigint>();
+
+  get(group: string, tp: TopicPartition): bigint | undefined {
+    return this.#offsets.get(`${group}\u0000${partitionKey(tp.topic, tp.partition)}`);
+  }
+
+  note(group: string, tp: TopicPartition, offset: bigint): void {
+    const k = `${group}\u0000${partitionKey(tp.topic, tp.partition)}`;
+    const before = this.#offsets.get(k);
+    if (before === undefined || offset > before) this.#offsets.set(k, offset);
+  }
+}
+
+export class ConfluentConsumer implements GroupConsumer {
+  readonly #lib: Library;
+  readonly #options: ConsumerOptions;
+  readonly #consumer: Rd.KafkaConsumer;
+  readonly #members: GroupMembers<ConfluentMember>;
+  readonly #member: ConfluentMember;
+  #admin: Rd.IAdminClient | undefined;
+  /**
+   * The partitions owned, with the next offset to hand out of each. After a rebalance librdkafka
+   * starts every partition again from its committed offset; records below this position of a
+   * partition this member kept were already handed to the loop, so they are skipped.
+   */
+  readonly #owned = new OwnedPartitions();
+  /** A revoke librdkafka is waiting on: `unassign()` is called at the next poll, after the loop's commits. */
+  #revokePending = false;
+  /** The loop's rebalance hook for the pending revoke; settled once the loop has committed. */
+  #revokeHook: { settled: boolean; done: Promise<void> } | undefined;
+  /**
+   * Assignments received: the generation as this adapter sees it (librdkafka does not expose
+   * the group's), for the loop's GroupMetadata. Work read before an assignment is never
+   * committed after it.
+   */
+  #assignments = 0;
+  /** Commits in flight: a revoke waits for them, so they land in the generation they belong to. */
+  readonly #commits = new InFlight();
+  /** Admin requests in flight; close waits for them before it frees the native handles. */
+  readonly #adminCalls = new InFlight();
+  readonly #brokers: string[];
+  /**
+   * An assignment librdkafka waits on: `assign()` is called, with an explicit start offset for
+   * every partition, once the adapter has read the group's committed offsets itself (see #start).
+   */
+  #starting: { partitions: TopicPartition[]; since: number; held: TopicPartition[]; warned: boolean } | undefined;
+  /** Committed offsets this client has seen for the group (see `KnownOffsets`). */
+  readonly #known: KnownOffsets;
+  #error: unknown;
+  #started = false;
+  #closed = false;
+
+  constructor(lib: Library, brokers: string[], options: ConsumerOptions, known: KnownOffsets, members: GroupMembers<ConfluentMember>) {
+    this.#lib = lib;
+    this.#options = options;
+    this.#brokers = brokers;
+    this.#known = known;
+    this.#members = members;
+    const sessionTimeout = options.sessionTimeoutMs ?? SESSION_TIMEOUT_MS;
+    this.#consumer = new lib.KafkaConsumer({
+      "bootstrap.servers": brokers.join(","),
+      "group.id": options.groupId,
+      "client.id": options.clientId,
+      "enable.auto.commit": false,
+      "enable.auto.offset.store": false,
+      "auto.offset.reset": options.offsetReset,
+      // read_committed also makes librdkafka fetch committed offsets with require_stable
+      // (KIP-447), so a new owner waits for the previous owner's pending transaction.
+      "isolation.level": "read_committed",
+      // range: partition p of every subscribed topic (same partition count) goes to one member,
+      // which stateful stages and joins need (the co-partitioned assignment).
+      "partition.assignment.strategy": "range",
+      "session.timeout.ms": sessionTimeout,
+      "heartbeat.interval.ms": Math.min(HEARTBEAT_INTERVAL_MS, Math.floor(sessionTimeout / 3)),
+      "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
+      // Bound what librdkafka prefetches per partition (KiB): the loop's batch is the unit of work.
+      "queued.max.messages.kbytes": 16_384,
+      ...(options.groupInstanceId ? { "group.instance.id": options.groupInstanceId } : {}),
+      "rebalance_cb": (err: Rd.LibrdKafkaError | undefined, assignment: Rd.TopicPartition[]) => this.#onRebalance(err, assignment),
+    });
+    const consumer = this.#consumer;
+    this.#member = { consumer, generation: () => this.#assignments };
+    this.#consumer.on("event.error", (error) => {
+      // Transport errors are retried inside librdkafka; only fatal ones end the session.
+      if ((error as Rd.LibrdKafkaError).isFatal) this.#error ??= error;
+    });
+  }
+
+  /**
+   * 1. revoke: tell the loop (it commits what is safe while this generation holds); the
+   *    `unassign()` that lets librdkafka rejoin waits for the next poll;
+   * 2. assign: take the new partitions at once and tell the loop what moved.
+   */
+  #onRebalance(err: Rd.LibrdKafkaError | undefined, assignment: Rd.TopicPartition[]): void {
+    try {
+      if (err?.code === ERR.REVOKE_PARTITIONS) {
+        if (this.#closed) {
+          this.#consumer.unassign();
+          return;
+        }
+        this.#revokePending = true;
+        // A lost assignment (the session expired while this process was paused): another member
+        // may have owned and committed these partitions since; nothing read before counts.
+        if (extras(this.#consumer).assignmentLost()) this.#owned.forgetPositions();
+        const hook = { settled: false, done: Promise.resolve() };
+        hook.done = settleRebalanceHook(this.#options.listener?.onRebalance?.()).then(() => {
+          hook.settled = true;
+        });
+        this.#revokeHook = hook;
+      } else if (err?.code === ERR.ASSIGN_PARTITIONS) {
+        if (this.#revokePending) this.#unassign();
+        this.#assignments++;
+        // librdkafka waits for assign() (and heartbeats meanwhile); the next poll calls it once
+        // the start offsets are known.
+        const partitions = assignment.map(({ topic, partition }) => ({ topic, partition }));
+        this.#starting = { partitions, since: Date.now(), held: [], warned: false };
+        const { assigned, revoked, owned } = this.#owned.reassign(partitions);
+        if (assigned.length || revoked.length) this.#options.listener?.onAssignment?.({ assigned, revoked, owned });
+      } else if (err) {
+        this.#error ??= err;
+      }
+    } catch (error) {
+      if (!this.#closed) this.#error ??= error;
+    }
+  }
+
+  #unassign(): void {
+    this.#revokePending = false;
+    this.#consumer.unassign();
+  }
+
+  /**
+   * Finishes a pending revoke once the loop's rebalance hook has run (it commits while this
+   * generation holds) and the commits sent in this generation are done. False while the hook is
+   * still running: the loop must get back control to commit, so poll returns at once.
+   */
+  async #settleRevoke(timeoutMs: number): Promise<boolean> {
+    if (!this.#revokePending) return true;
+    const hook = this.#revokeHook;
+    if (hook && !hook.settled) {
+      await Promise.race([hook.done, delay(Math.min(timeoutMs, 50))]);
+      if (!hook.settled) return false;
+    }
+    while (this.#commits.size) await this.#commits.settled();
+    if (this.#revokePending && !this.#closed) this.#unassign();
+    return true;
+  }
+
+  async start(): Promise<void> {
+    try {
+      await connect(this.#consumer);
+      extras(this.#consumer).setDefaultIsTimeoutOnlyForFirstMessage(true);
+      this.#consumer.subscribe(this.#options.topics);
+      this.#started = true;
+    } catch (error) {
+      throw classify(error, `joining group ${this.#options.groupId}`);
+    }
+  }
+
+  async poll(max: number, timeoutMs: number): Promise<InboundRecord[]> {
+    if (!this.#started) throw new FvError("KAFKA_FATAL", "poll before start");
+    if (this.#error) throw classify(this.#error, "fetching");
+    if (this.#closed) return [];
+    // Nothing is read while a revoke waits for the loop: librdkafka would move its positions on.
+    if (!(await this.#settleRevoke(timeoutMs))) return [];
+    if (this.#starting && !(await this.#start(timeoutMs))) return [];
+    this.#consumer.setDefaultConsumeTimeout(timeoutMs);
+    let messages: Rd.Message[];
+    try {
+      messages = await call<Rd.Message[]>((cb) => this.#consumer.consume(max, cb));
+    } catch (error) {
+      if ((error as Rd.LibrdKafkaError)?.code === ERR.TIMED_OUT) return [];
+      throw classify(error, "fetching");
+    }
+    if (this.#error) throw classify(this.#error, "fetching");
+    const out: InboundRecord[] = [];
+    for (const message of messages) {
+      if (this.#owned.accept(message.topic, message.partition, BigInt(message.offset))) out.push(toInbound(message));
+    }
+    return out;
+  }
+
+  /**
+   * Starts the pending assignment from offsets the adapter read itself, not from librdkafka's own
+   * committed-offset fetch. That fetch starts a partition it finds no offset for at
+   * `auto.offset.reset`, and leaves a partition unstarted, never to be fetched, when the fetch
+   * fails with a request-level error (librdkafka 2.15 `rd_kafka_assignment_apply_offsets`: "do
+   * nothing for request-level errors"), which a restarting coordinator gives. In the 15-minute
+   * Node soak (seed 25) a fresh consumer started two partitions at offset 0 although the group had
+   * committed about 233,000 on each (420,338 duplicates), and consumers stopped handing out
+   * records after broker restarts (18 stall restarts). Here:
+   *   - the read is stable (read_committed: RequireStable), so a pending transactional commit
+   *     holds its partition until it ends (`held()`), as the platformatic adapter does;
+   *   - a failed read holds every new partition and is tried again at the next poll;
+   *   - "no committed offset" for a partition this client has seen one for is not believed
+   *     (held, with a warning), so a group's progress is never thrown away;
+   *   - only a partition the group never committed starts at `offsetReset`.
+   * False while the assignment is held: the loop gets control back and polls again.
+   */
+  async #start(timeoutMs: number): Promise<boolean> {
+    const pending = this.#starting!;
+    if (pending.partitions.length === 0) {
+      this.#consumer.assign([]);
+      this.#starting = undefined;
+      return true;
+    }
+    const group = this.#options.groupId;
+    const giveUp = (why: string) => {
+      if (Date.now() - pending.since < START_GIVE_UP_MS) return;
+      throw new FvError("KAFKA_RETRYABLE", `new partitions waited ${Math.round((Date.now() - pending.since) / 1000)} s for a committed offset to start from: ${why}`);
+    };
+    let answer: Array<Rd.TopicPartitionOffset | Error>;
+    try {
+      answer = await call<Array<Rd.TopicPartitionOffset | Error>>((cb) => this.#consumer.committed(pending.partitions, START_READ_TIMEOUT_MS, cb));
+    } catch (error) {
+      if (this.#starting !== pending) return false; // a newer assignment replaced this one
+      pending.held = pending.partitions;
+      giveUp(`reading them failed: ${(error as Error)?.message ?? error}`);
+      await delay(Math.min(timeoutMs, 200));
+      return false;
+    }
+    if (this.#starting !== pending || this.#closed) return false;
+    const starts: Rd.TopicPartitionOffset[] = [];
+    const held: TopicPartition[] = [];
+    const reasons: string[] = [];
+    let disbelieved = false;
+    for (const [i, tp] of pending.partitions.entries()) {
+      const entry = answer[i];
+      const known = this.#known.get(group, tp);
+      if (entry instanceof Error || entry === undefined) {
+        // e.g. UNSTABLE_OFFSET_COMMIT after librdkafka's own retries: a transaction is pending.
+        held.push(tp);
+        reasons.push(`${tp.topic}:${tp.partition} ${entry?.message ?? "no answer"}`);
+      } else if (typeof entry.offset === "number" && entry.offset >= 0) {
+        starts.push({ topic: tp.topic, partition: tp.partition, offset: entry.offset });
+        this.#known.note(group, tp, BigInt(entry.offset));
+      } else if (known !== undefined) {
+        held.push(tp);
+        disbelieved = true;
+        reasons.push(`${tp.topic}:${tp.partition} read as never committed, but ${known} was committed`);
+      } else {
+        starts.push({ topic: tp.topic, partition: tp.partition, offset: this.#options.offsetReset === "latest" ? OFFSET_END : OFFSET_BEGINNING });
+      }
+    }
+    pending.held = held;
+    if (held.length) {
+      if (!pending.warned && disbelieved) {
+        pending.warned = true;
+        this.#options.log?.("warn", `holding new partitions: ${reasons.join("; ")}`);
+      }
+      giveUp(reasons.join("; "));
+      await delay(Math.min(timeoutMs, 200));
+      return false;
+    }
+    this.#consumer.assign(starts);
+    this.#starting = undefined;
+    return true;
+  }
+
+  held(): TopicPartition[] {
+    return this.#starting ? [...this.#starting.held] : [];
+  }
+
+  async commit(offsets: CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
+    const sent = call((cb) => extras(this.#consumer).commitCb(list, cb)).then(() => {
+      for (const o of offsets) this.#known.note(this.#options.groupId, o, o.offset);
+    }, (error) => {
+      throw classify(error, "committing offsets");
+    });
+    await this.#commits.track(sent);
+  }
+
+  owned(): TopicPartition[] {
+    return this.#owned.list();
+  }
+
+  generation(): number {
+    return this.#assignments;
+  }
+
+  /** Who this member is now; a transaction of this client finds the library consumer from it (`GroupMembers`). */
+  groupMetadata(): GroupMetadata {
+    return this.#members.issue({ groupId: this.#options.groupId, generationId: this.#assignments, memberId: this.#options.clientId }, this.#member);
+  }
+
+  async endOffsets(): Promise<CommitOffset[]> {
+    if (this.#closed) return [];
+    // An admin client of its own: one derived from the consumer's handle (createFrom) crashed the
+    // process when the consumer closed while a request was in flight.
+    this.#admin ??= this.#lib.AdminClient.create({ "bootstrap.servers": this.#brokers.join(","), "client.id": `${this.#options.clientId}-offsets` });
+    try {
+      return await this.#adminCalls.track(latestOffsets(this.#lib, this.#admin, this.#options.topics));
+    } catch (error) {
+      throw classify(error, "listing end offsets");
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await Promise.all([this.#commits.settled(), this.#adminCalls.settled()]);
+    if (this.#revokePending) {
+      try {
+        this.#unassign();
+      } catch {
+        // not connected any more
+      }
+    }
+    this.#admin?.disconnect();
+    if (this.#started) await disconnect(this.#consumer);
+  }
+}

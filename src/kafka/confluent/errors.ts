@@ -1,0 +1,71 @@
+/**
+ * How the librdkafka adapter sorts the library's errors: by librdkafka's own error `code` and the
+ * binding's `isRetriable`, `isFatal` and `isTxnRequiresAbort`, never by their message text. No
+ * runtime import of the addon: this module loads (and is tested) anywhere.
+ */
+import { FvError } from "../../errors.ts";
+
+/** librdkafka error codes the adapter sorts by. */
+export const ERR = {
+  ASSIGN_PARTITIONS: -175,
+  REVOKE_PARTITIONS: -174,
+  QUEUE_FULL: -184,
+  TIMED_OUT: -185,
+  /** A record not delivered within message.timeout.ms (e.g. the broker was down that long). */
+  MSG_TIMED_OUT: -192,
+  ALL_BROKERS_DOWN: -187,
+  TRANSPORT: -195,
+  /** A transactional producer fenced: librdkafka normalizes PRODUCER_FENCED and INVALID_PRODUCER_EPOCH to it in its transaction calls. */
+  FENCED: -144,
+  MAX_POLL_EXCEEDED: -147,
+  ILLEGAL_GENERATION: 22,
+  UNKNOWN_MEMBER_ID: 25,
+  REBALANCE_IN_PROGRESS: 27,
+  TOPIC_ALREADY_EXISTS: 36,
+  INVALID_PRODUCER_EPOCH: 47,
+  FENCED_INSTANCE_ID: 82,
+  PRODUCER_FENCED: 90,
+} as const;
+
+/**
+ * The codes that carry fencing: a newer producer with the same transactional id (-144, and 47 / 90
+ * as a delivery report of a produce request has them), the group moved on (22, 25, 27, and -147:
+ * this member left it by polling too late), a newer static member with the same instance id (82).
+ */
+const FENCED_CODES = new Set<number>([
+  ERR.FENCED, ERR.ILLEGAL_GENERATION, ERR.UNKNOWN_MEMBER_ID, ERR.REBALANCE_IN_PROGRESS,
+  ERR.INVALID_PRODUCER_EPOCH, ERR.FENCED_INSTANCE_ID, ERR.PRODUCER_FENCED, ERR.MAX_POLL_EXCEEDED,
+]);
+
+/**
+ * Sorts a library error by the recovery it needs:
+ *   - fenced: a fencing code (FENCED_CODES);
+ *   - retryable: librdkafka says the call may be retried (`isRetriable`), or the transaction needs
+ *     an abort first (`isTxnRequiresAbort`), or no broker answered in time;
+ *   - fatal: the rest, `isFatal` ones included. A consumer's fatal error reaches the adapter as -150
+ *     (_FATAL) with no way to read the code behind it (the binding has no `fatal_error()`); in a
+ *     classic group its only cause is a newer static member with the same instance id, after which
+ *     librdkafka asks the application to end.
+ */
+export function classify(error: unknown, what: string): FvError {
+  if (error instanceof FvError) return error;
+  // deno-lint-ignore no-explicit-any
+  const e = error as any;
+  const text = e?.message ?? String(error);
+  const code: number | undefined = typeof e?.code === "number" ? e.code : undefined;
+  const fenced = code !== undefined && FENCED_CODES.has(code);
+  // Undelivered records were never acknowledged, so their offsets were not committed: a fresh
+  // session (after aborting the transaction under exactly-once) reads them again.
+  const retryable = e?.isRetriable || e?.isTxnRequiresAbort ||
+    (code !== undefined && ([ERR.TIMED_OUT, ERR.MSG_TIMED_OUT, ERR.ALL_BROKERS_DOWN, ERR.TRANSPORT] as number[]).includes(code));
+  const fvCode = fenced ? "KAFKA_FENCED" : retryable ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
+  // No broker answered at all: run-stream.ts says so where the stream starts.
+  const unreachable = code === ERR.ALL_BROKERS_DOWN ? "all brokers down" : code === ERR.TRANSPORT ? "no connection" : code === ERR.TIMED_OUT ? "a timeout" : undefined;
+  return new FvError(fvCode, `${what} failed: ${text}${code !== undefined ? ` (librdkafka ${code})` : ""}`, {
+    cause: error,
+    ...(unreachable ? { context: { unreachable } } : {}),
+  });
+}
+
+/** The broker's TOPIC_ALREADY_EXISTS (36): another process created the topic first. */
+export const topicAlreadyExists = (error: unknown): boolean => (error as { code?: unknown } | null | undefined)?.code === ERR.TOPIC_ALREADY_EXISTS;

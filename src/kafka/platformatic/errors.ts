@@ -1,0 +1,55 @@
+/**
+ * How the pure-JS adapter sorts @platformatic/kafka's errors: by the library's own properties
+ * (`needsRejoin`, `apiId`, `canRetry`, nested `code`s), never by their message text.
+ */
+import { findErrorBy } from "@platformatic/kafka";
+import { FvError } from "../../errors.ts";
+
+/** Broker errors (by the library's `apiId`) that mean this member or producer was fenced. */
+const FENCED_API_IDS = ["ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED", "REBALANCE_IN_PROGRESS"];
+/** Transaction and coordinator states that an abort and a fresh start get past. */
+const ABORTABLE_API_IDS = ["INVALID_TXN_STATE", "CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "UNSTABLE_OFFSET_COMMIT"];
+
+/**
+ * Sorts a library error by the recovery it needs, from the library's own properties
+ * (`needsRejoin`, `apiId`, `canRetry`, `code`), searched through nested errors:
+ *   - fenced: the group moved on (needs a rejoin) or the producer was fenced;
+ *   - retryable: a network failure or timeout anywhere in the chain (a broker restarting), a
+ *     transaction or coordinator state that passes, or retries the library gave up on although
+ *     each attempt was retriable (`fetch failed 4 times.` while the broker was down);
+ *   - fatal: the rest (a non-retriable broker answer, a misuse of the library).
+ */
+export function classify(error: unknown, what: string): FvError {
+  if (error instanceof FvError) return error;
+  const text = error instanceof Error ? error.message : String(error);
+  const has = (property: string, value: unknown) => findErrorBy(error as Error, property, value) !== null;
+  const fenced = has("needsRejoin", true) || has("fencedInstanceId", true) || FENCED_API_IDS.some((id) => has("apiId", id));
+  const transient = has("code", "PLT_KFK_NETWORK") || has("code", "PLT_KFK_TIMEOUT") || ABORTABLE_API_IDS.some((id) => has("apiId", id));
+  const retriedOut = has("code", "PLT_KFK_MULTIPLE") && !has("canRetry", false);
+  const code = fenced ? "KAFKA_FENCED" : transient || retriedOut || has("canRetry", true) ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
+  // deno-lint-ignore no-explicit-any
+  const nested = (error as any)?.errors as unknown[] | undefined;
+  const detail = Array.isArray(nested) && nested.length ? ` (${[...new Set(nested.map((e) => (e as Error)?.message ?? String(e)))].slice(0, 3).join("; ")})` : "";
+  // No broker answered at all: say so where the stream starts (run-stream.ts), not "metadata failed 4 times".
+  // The library's NetworkError holds the socket's error (ECONNREFUSED, ETIMEDOUT …) as its cause.
+  const network = findErrorBy(error as Error, "code", "PLT_KFK_NETWORK");
+  const socketCode = (network?.cause as { code?: unknown } | undefined)?.code;
+  const unreachable = socketCode === "ECONNREFUSED"
+    ? "connection refused"
+    : socketCode === "ETIMEDOUT" || has("code", "PLT_KFK_TIMEOUT")
+    ? "a timeout"
+    : network
+    ? `no connection${typeof socketCode === "string" ? `: ${socketCode}` : ""}`
+    : undefined;
+  return new FvError(code, `${what} failed: ${text}${detail}`, { cause: error, ...(unreachable ? { context: { unreachable } } : {}) });
+}
+
+/** The broker's TOPIC_ALREADY_EXISTS (error code 36) anywhere in the chain: another process created the topic first. */
+export function topicAlreadyExists(error: unknown): boolean {
+  return findErrorBy(error as Error, "apiId", "TOPIC_ALREADY_EXISTS") !== null || findErrorBy(error as Error, "apiCode", 36) !== null;
+}
+
+/** UNSTABLE_OFFSET_COMMIT anywhere in the chain: a transaction that commits these offsets is still pending. */
+export function unstableOffsetCommit(error: unknown): boolean {
+  return findErrorBy(error as Error, "apiId", "UNSTABLE_OFFSET_COMMIT") !== null;
+}

@@ -1,0 +1,36 @@
+/** Records between the port's shape and @platformatic/kafka's. */
+import type { Buffer } from "node:buffer";
+import type { Message } from "@platformatic/kafka";
+import type { InboundRecord, OutboundRecord } from "../port.ts";
+import { toBuffer } from "../shared.ts";
+
+/** The 1 of the Kafka protocol's isolation level: read_committed. */
+export const READ_COMMITTED = 1;
+
+export type LibraryMessage = Message<Buffer, Buffer, Buffer, Buffer>;
+
+export function toInbound(message: LibraryMessage): InboundRecord {
+  const headers: Array<[string, Uint8Array]> = [];
+  for (const [hk, hv] of message.headers) headers.push([hk.toString(), hv]);
+  return {
+    topic: message.topic,
+    partition: message.partition,
+    offset: message.offset,
+    timestamp: message.timestamp,
+    key: message.key ?? null,
+    value: message.value ?? null,
+    headers,
+  };
+}
+
+export function toMessage(r: OutboundRecord) {
+  return {
+    topic: r.topic,
+    key: toBuffer(r.key),
+    value: toBuffer(r.value),
+    partition: r.partition,
+    headers: r.headers ? new Map(r.headers.map(([k, v]) => [toBuffer(k)!, toBuffer(v)!])) : undefined,
+  };
+}
+
+export type OutgoingMessage = ReturnType<typeof toMessage>;

@@ -1,0 +1,156 @@
+/** Transactions on @platformatic/kafka: outputs and consumer offsets committed together. */
+import { type Consumer as PltConsumer, Producer as PltProducer } from "@platformatic/kafka";
+import { deadline } from "../../async.ts";
+import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer } from "../port.ts";
+import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
+import { classify } from "./errors.ts";
+import { checkWritten, chunkBySize } from "./producer.ts";
+import { toMessage } from "./records.ts";
+
+/** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
+const ABORT_WAIT_MS = 60_000;
+
+type Transaction = Awaited<ReturnType<PltProducer["beginTransaction"]>>;
+
+export class PlatformaticTransactionalProducer implements TransactionalProducer {
+  readonly #producer: PltProducer;
+  readonly #members: GroupMembers<PltConsumer>;
+  /** The library's transaction, while one is open. */
+  #tx: Transaction | undefined;
+  readonly #state = new TransactionState();
+  #offsetsAdded = false;
+  /**
+   * Sends and offset commits of the open transaction still under way (the loop may have given up
+   * on one at its checkpoint deadline while the library still retries it).
+   */
+  readonly #inflight = new InFlight();
+
+  constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>) {
+    this.#members = members;
+    this.#producer = new PltProducer({
+      clientId,
+      bootstrapBrokers: brokers,
+      transactionalId,
+      idempotent: true,
+      acks: -1,
+      autocreateTopics: false,
+      // The library sends its request timeout as the transaction timeout.
+      timeout: TRANSACTION_TIMEOUT_MS,
+      // InitProducerId must carry -1/-1 for a new producer. The library's default (0/0) makes the
+      // broker answer PRODUCER_FENCED whenever this transactional id was used before, i.e. after
+      // every restart; with -1/-1 the broker bumps the epoch and fences the predecessor instead.
+      producerId: -1n,
+      producerEpoch: -1,
+    });
+  }
+
+  get inTransaction(): boolean {
+    return this.#state.dirty;
+  }
+
+  /**
+   * Registers the transactional id with the broker (InitProducerId): a predecessor with the same
+   * id is fenced and its open transaction completed or aborted before this returns. Call it
+   * before consuming, so committed offsets read afterwards are final.
+   */
+  async ready(): Promise<void> {
+    await this.#begin();
+  }
+
+  async #begin(): Promise<Transaction> {
+    if (!this.#tx) {
+      try {
+        this.#tx = await this.#producer.beginTransaction();
+      } catch (error) {
+        throw classify(error, "beginning a transaction");
+      }
+      this.#state.began();
+      this.#offsetsAdded = false;
+    }
+    return this.#tx;
+  }
+
+  async send(records: OutboundRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const tx = await this.#begin();
+    this.#state.wrote();
+    try {
+      for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })));
+    } catch (error) {
+      throw classify(error, "producing in a transaction");
+    }
+  }
+
+  async sendOffsets(group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    const consumer = this.#members.memberOf(group, "adding offsets to a transaction");
+    const tx = await this.#begin();
+    this.#state.wrote();
+    try {
+      if (!this.#offsetsAdded) {
+        await tx.addConsumer(consumer);
+        this.#offsetsAdded = true;
+      }
+      // The member as it was when this work was read: the broker refuses it if the group moved on.
+      const metadata = { consumer: { ...group, coordinatorId: consumer.coordinatorId ?? -1 } };
+      for (const o of offsets) {
+        // The library commits message.offset + 1, so hand it the last processed offset.
+        // deno-lint-ignore no-explicit-any
+        await this.#inflight.track(tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any));
+      }
+    } catch (error) {
+      throw classify(error, "adding offsets to a transaction");
+    }
+  }
+
+  async commit(): Promise<void> {
+    const tx = this.#tx;
+    // An empty transaction stays open on our side; nothing to tell the broker.
+    if (!tx || !this.#state.endable) return;
+    this.#tx = undefined;
+    this.#state.ended();
+    try {
+      await tx.commit();
+    } catch (error) {
+      throw classify(error, "committing a transaction");
+    }
+  }
+
+  async abort(): Promise<void> {
+    const tx = this.#tx;
+    if (!tx || !this.#state.endable) return;
+    this.#tx = undefined;
+    this.#state.ended();
+    // End the transaction only once its requests have settled. A TxnOffsetCommit still retried
+    // after EndTxn(abort) reaches the group coordinator as a pending offset commit that no
+    // transaction ends (Kafka before KIP-890's transaction version 2): it holds every
+    // require_stable reader of that partition, and the producer's next commit marker makes it
+    // the committed offset, moving the partition to a stale position.
+    await deadline(this.#inflight.settled(), ABORT_WAIT_MS).catch(() => {});
+    try {
+      await tx.abort();
+    } catch (error) {
+      throw classify(error, "aborting a transaction");
+    }
+  }
+
+  /** The library adds a group to a transaction without an offset (AddOffsetsToTxn): `held` is not needed. */
+  async releasePendingOffsets(group: GroupMetadata, _held: TopicPartition): Promise<void> {
+    this.#state.mustBeIdle("releasePendingOffsets");
+    const consumer = this.#members.memberOf(group, "releasing pending offset commits");
+    const tx = await this.#begin();
+    this.#tx = undefined;
+    this.#state.ended();
+    try {
+      await tx.addConsumer(consumer);
+      await tx.abort();
+    } catch (error) {
+      throw classify(error, "releasing pending offset commits");
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.abort().catch(() => {});
+    await this.#producer.close(true);
+  }
+}

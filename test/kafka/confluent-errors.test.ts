@@ -1,0 +1,52 @@
+/**
+ * How the librdkafka adapter sorts the library's errors: by librdkafka's code and the binding's
+ * `isRetriable` / `isFatal` / `isTxnRequiresAbort`, not by their message. The errors are built as
+ * the binding builds them (LibrdKafkaError: message, code, and the three flags), so this runs
+ * without the addon.
+ */
+import { describe, expect, test } from "bun:test";
+import { classify, ERR, topicAlreadyExists } from "../../src/kafka/confluent/errors.ts";
+
+const librdkafkaError = (code: number, message: string, flags: { isFatal?: boolean; isRetriable?: boolean; isTxnRequiresAbort?: boolean } = {}) =>
+  Object.assign(new Error(message), { code, errno: code, origin: code < 0 ? "local" : "kafka", ...flags });
+
+describe("the confluent adapter sorts library errors by their code and flags", () => {
+  test("every fencing code is fenced: a newer producer, the group moving on, a newer static member", () => {
+    for (const code of [ERR.FENCED, ERR.PRODUCER_FENCED, ERR.INVALID_PRODUCER_EPOCH, ERR.FENCED_INSTANCE_ID, ERR.ILLEGAL_GENERATION, ERR.UNKNOWN_MEMBER_ID, ERR.REBALANCE_IN_PROGRESS, ERR.MAX_POLL_EXCEEDED]) {
+      expect(classify(librdkafkaError(code, "Broker: something"), "x").code).toBe("KAFKA_FENCED");
+    }
+  });
+
+  // librdkafka's transaction calls return a fenced producer's error as fatal, with -144 as its code.
+  test("a fenced transactional producer's fatal error is fenced, not fatal", () => {
+    const error = librdkafkaError(ERR.FENCED, "Producer fenced by newer instance: Failed to end transaction", { isFatal: true });
+    const sorted = classify(error, "committing a transaction");
+    expect(sorted.code).toBe("KAFKA_FENCED");
+    expect(sorted.message).toBe("committing a transaction failed: Producer fenced by newer instance: Failed to end transaction (librdkafka -144)");
+  });
+
+  test("the word 'fenced' in a message does not make an error fenced: the code decides", () => {
+    expect(classify(librdkafkaError(-150, "Fatal error: fenced by something", { isFatal: true }), "x").code).toBe("KAFKA_FATAL");
+    expect(classify(new Error("fenced"), "x").code).toBe("KAFKA_FATAL");
+  });
+
+  test("a call librdkafka says may be retried, a transaction that needs an abort, or no broker in time is retryable", () => {
+    expect(classify(librdkafkaError(-185, "Local: Timed out", { isRetriable: true }), "x").code).toBe("KAFKA_RETRYABLE");
+    expect(classify(librdkafkaError(48, "Broker: Invalid transaction state", { isTxnRequiresAbort: true }), "x").code).toBe("KAFKA_RETRYABLE");
+    expect(classify(librdkafkaError(ERR.MSG_TIMED_OUT, "Local: Message timed out"), "x").code).toBe("KAFKA_RETRYABLE");
+    const down = classify(librdkafkaError(ERR.ALL_BROKERS_DOWN, "Local: All broker connections are down"), "x");
+    expect(down.code).toBe("KAFKA_RETRYABLE");
+    expect(down.context).toEqual({ unreachable: "all brokers down" });
+  });
+
+  test("anything else is fatal", () => {
+    expect(classify(librdkafkaError(29, "Broker: Topic authorization failed"), "x").code).toBe("KAFKA_FATAL");
+    expect(classify("not even an error", "x").code).toBe("KAFKA_FATAL");
+  });
+
+  test("a topic that already exists is known by code 36 alone", () => {
+    expect(topicAlreadyExists(librdkafkaError(36, "Broker: Topic already exists"))).toBe(true);
+    expect(topicAlreadyExists(librdkafkaError(37, "Broker: Topic already exists (the text says)"))).toBe(false);
+    expect(topicAlreadyExists(new Error("Topic already exists"))).toBe(false);
+  });
+});
