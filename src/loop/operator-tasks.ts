@@ -163,7 +163,7 @@ export class OperatorTasks {
         // Not known yet (a pending transaction past the client's own retries, a coordinator
         // moving): never take that for "nothing committed"; read again, as when behind.
         if (!(error instanceof FvError) || error.code !== "KAFKA_RETRYABLE" || attempt >= RESTORE_ATTEMPTS) throw error;
-        await new Promise((r) => setTimeout(r, RESTORE_RETRY_MS));
+        await delay(RESTORE_RETRY_MS);
         continue;
       }
       // 2. The changelog, read_committed, up to its end.

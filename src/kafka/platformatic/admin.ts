@@ -1,4 +1,5 @@
 /** Admin on @platformatic/kafka: topics, committed offsets, and whole partitions read for a state restore. */
+import { delay } from "../../async.ts";
 import { Admin as PltAdmin, Consumer as PltConsumer } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
 import { filterAbortedTransactions } from "../aborted-transactions.ts";
@@ -121,12 +122,12 @@ export class PlatformaticAdmin implements Admin {
           reject(error);
         });
       });
-      await Promise.race([stream.close(), new Promise((r) => setTimeout(r, 5000))]);
+      await Promise.race([stream.close(), delay(5000)]);
       return { done, end, position };
     } catch (error) {
       throw classify(error, `reading ${topic}[${partition}]`);
     } finally {
-      await Promise.race([Promise.resolve(consumer.close(true)).catch(() => {}), new Promise((r) => setTimeout(r, 5000))]);
+      await Promise.race([Promise.resolve(consumer.close(true)).catch(() => {}), delay(5000)]);
     }
   }
 
@@ -147,7 +148,7 @@ export class PlatformaticAdmin implements Admin {
       } catch (error) {
         // UNSTABLE_OFFSET_COMMIT: a transaction that commits these offsets is still pending.
         if (options.stable && unstableOffsetCommit(error) && Date.now() < until) {
-          await new Promise((r) => setTimeout(r, 100));
+          await delay(100);
           continue;
         }
         throw classify(error, `reading committed offsets of ${groupId}`);

@@ -4,6 +4,7 @@
  * (the new assignment). The consumer turns those into the port's AssignmentListener calls and
  * filters out buffered records of partitions this member no longer owns.
  */
+import { delay } from "../../async.ts";
 import type { Buffer } from "node:buffer";
 import { Admin as PltAdmin, Consumer as PltConsumer, type MessagesStream } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
@@ -202,7 +203,7 @@ export class PlatformaticConsumer implements GroupConsumer {
         // UNSTABLE_OFFSET_COMMIT: wait for as long as it lasts (the loop reports a long wait); other errors for a while.
         const unstable = unstableOffsetCommit(error);
         if ((unstable || Date.now() < until) && !this.#closed && partitions.some((tp) => this.#held.has(key(tp.topic, tp.partition)))) {
-          await new Promise((r) => setTimeout(r, unstable ? 200 : 100));
+          await delay(unstable ? 200 : 100);
           return attempt();
         }
         if (!this.#closed) this.#error ??= classify(error, `reading the stable committed offsets of group ${this.#options.groupId}`);
