@@ -34,7 +34,7 @@
 #      FV_KAFKA_HOME (default <repo>/.kafka): a second broker's own folder (data, logs, pid,
 #      cluster-id, server.properties, lock); the jars stay shared in <repo>/.kafka/libs and tools.
 #      FV_KAFKA_PORT (default 9092): its listener port; the controller listens on PORT+1.
-#      (bench/soak.ts runs FV_KAFKA_HOME=<repo>/.kafka-soak FV_KAFKA_PORT=19092.)
+#      (the fault soak, `npm run soak`, runs FV_KAFKA_HOME=<repo>/.kafka-soak FV_KAFKA_PORT=19092.)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
