@@ -53,3 +53,18 @@ export function topicAlreadyExists(error: unknown): boolean {
 export function unstableOffsetCommit(error: unknown): boolean {
   return findErrorBy(error as Error, "apiId", "UNSTABLE_OFFSET_COMMIT") !== null;
 }
+
+/** The library's pause before it retries a failed request (its default for every error). */
+const LIBRARY_RETRY_DELAY_MS = 1000;
+
+/**
+ * The pause before the library retries a request. CONCURRENT_TRANSACTIONS is what the broker
+ * answers the first request of the next transaction while it still writes the last one's
+ * markers, a few milliseconds: the library's flat 1 s made every transaction after the first
+ * wait a second (Kafka's Java producer retries it after 20 ms). Everything else keeps the
+ * library's pause, which the fault soak was tuned with.
+ */
+export function retryDelay(_client: unknown, _operation: string, attempt: number, _retries: number, error: unknown): number {
+  if (findErrorBy(error as Error, "apiId", "CONCURRENT_TRANSACTIONS") !== null) return Math.min(5 * 2 ** attempt, 200);
+  return LIBRARY_RETRY_DELAY_MS;
+}

@@ -3,7 +3,7 @@ import { type Consumer as PltConsumer, Producer as PltProducer } from "@platform
 import { deadline } from "../../async.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer } from "../port.ts";
 import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
-import { classify } from "./errors.ts";
+import { classify, retryDelay } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
 import { toMessage } from "./records.ts";
 
@@ -41,6 +41,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       // every restart; with -1/-1 the broker bumps the epoch and fences the predecessor instead.
       producerId: -1n,
       producerEpoch: -1,
+      retryDelay,
     });
   }
 
