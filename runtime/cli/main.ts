@@ -186,6 +186,8 @@ async function run(source: Source, buildFlag: string | undefined, log: Logger): 
       onRecord: (record, metrics) => admin?.update(record, metrics),
       // The loops' per-poll debug lines (the engine itself reads no environment).
       debugLoop: process.env.FV_DEBUG_LOOP === "1",
+      // Breaks exactly-once on purpose: only the kill test sets it, to show that it catches this.
+      unsafeCommitAhead: process.env.FV_UNSAFE_COMMIT_AHEAD === "1",
     });
     admin?.update(final);
   } finally {

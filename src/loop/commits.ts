@@ -4,7 +4,7 @@ import type { CommitOffset } from "../kafka/port.ts";
 import { PartitionSet } from "../kafka/topic-partition.ts";
 import type { MetricsRecorder } from "../metrics/index.ts";
 import type { Checkpointer, CheckpointStep } from "../state/checkpointer.ts";
-import { addCounters, emptyCounters, type LoopCounters } from "./counters.ts";
+import { addCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import type { Session } from "./session.ts";
 
@@ -16,15 +16,23 @@ export interface CommitsDeps {
   log: Logger;
   /** Where debug lines go, when wanted. */
   debug?: Logger;
+  /**
+   * Unsafe, for tests only: a transaction's commit takes the offsets pending when it runs, not when
+   * it was queued, so it commits the offsets of later batches whose records wait for the next
+   * transaction. A crash between the two commits then loses those records. The kill test must
+   * catch this (`FV_UNSAFE_COMMIT_AHEAD=1`).
+   */
+  unsafeCommitAhead?: boolean;
 }
 
 /**
- * The loop's checkpoints, under either guarantee: the exactly-once transaction commit, and the
- * at-least-once commit chain (one at a time, in order, across sessions).
+ * The loop's checkpoints, under either guarantee: the exactly-once transaction commit, queued
+ * behind the transaction's sends while the loop goes on, and the at-least-once commit chain (one
+ * at a time, in order, also off the loop's path).
  */
 export class Commits {
   readonly #deps: CommitsDeps;
-  /** The session current when a chained commit runs (not when it was queued): it commits what that session has pending. */
+  /** The session current when a chained commit fails: its poll loop throws the failure. */
   readonly #current: () => Session | undefined;
   readonly #chain = new SerialQueue();
 
@@ -33,20 +41,18 @@ export class Commits {
     this.#current = current;
   }
 
-  /** The checkpoint between batches; the rebalance hooks waiting for it go on once it is done. */
-  async checkpoint(session: Session): Promise<void> {
+  /**
+   * The checkpoint between batches, not awaited by the loop beyond taking its snapshot; a rebalance
+   * hook waiting for it makes it a flush (everything committed before the member rejoins), and the
+   * hooks go on once it is done. Returns false when it did not start (a commit still runs).
+   */
+  async checkpoint(session: Session): Promise<boolean> {
     const waiters = session.rebalanceWaiters.splice(0);
+    const flush = waiters.length > 0;
     try {
-      if (session.tx) await this.transaction(session);
-      // State must be taken between batches, so a stateful pipeline waits for its checkpoint,
-      // and so does a rebalance.
-      else if (session.tasks.active || waiters.length) await this.atLeastOnce();
-      // Not awaited: the next batch runs while the commit is in flight (commits are chained). Its
-      // failure ends the session current when it fails.
-      else void this.atLeastOnce().catch((error) => {
-        const current = this.#current();
-        if (current) current.backgroundError ??= asFvError(error);
-      });
+      if (session.tx) return await this.transaction(session, { flush });
+      await this.atLeastOnce(session, { flush });
+      return true;
     } finally {
       // Committed or not (a failed one ends the session), the member may rejoin now.
       for (const resolve of waiters) resolve();
@@ -54,59 +60,78 @@ export class Commits {
   }
 
   /**
-   * Exactly-once checkpoint: the interval's transaction gets the consumer offsets and commits.
+   * Exactly-once checkpoint: the open transaction is closed and its commit queued behind its sends.
+   * What it commits is taken now, between batches, so it matches the records queued before it:
    *   1. state: operator changelogs (dirty keys, covered input offsets) go into the transaction;
-   *   2. offsets: the next offsets to read, with the group's generation (a member that left is fenced);
+   *   2. offsets: the next offsets to read, on behalf of the member that read the work (a member
+   *      that has left is fenced);
    *   3. transaction: commit — outputs, dead letters, state and offsets become visible together.
+   * The loop goes on meanwhile; batches it processes fill the next transaction, whose records
+   * wait in the queue until this commit is done. While a commit runs no other is queued: the next
+   * transaction grows instead. With `flush`, waits for every queued request and this commit.
    */
-  async transaction(session: Session): Promise<void> {
-    const { counters, metrics, debug } = this.#deps;
+  async transaction(session: Session, options: { flush?: boolean } = {}): Promise<boolean> {
+    const { counters, metrics, debug, unsafeCommitAhead } = this.#deps;
     const tx = session.tx!;
-    debug?.("debug", "commit transaction: start");
+    const collector = session.collector;
+    if (options.flush) await collector.settled();
+    else if (collector.committing) return false;
+    const work = session.open;
     const owned = new PartitionSet(session.consumer.owned());
-    for (const tp of session.txPartitions) if (!owned.has(tp)) session.revokedMidTransaction = true;
+    for (const tp of work.partitions) if (!owned.has(tp)) session.revokedMidTransaction = true;
     if (session.revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction: aborting it and rejoining");
     // A rebalance since the transaction's first batch (even one that gave the same partitions
     // back, e.g. after a pause): another member may have processed these records meanwhile.
     // (The adapters hold a rejoin until this member has checkpointed, so this is the rare case of
     // a member that lost its membership, e.g. paused past its session timeout.)
     const generation = session.consumer.groupMetadata().generationId;
-    const group = session.txGroup ?? session.consumer.groupMetadata();
-    if (session.txPartitions.size > 0 && generation !== group.generationId) {
+    const group = work.group ?? session.consumer.groupMetadata();
+    if (work.partitions.size > 0 && generation !== group.generationId) {
       throw new FvError("KAFKA_FENCED", `the group moved from generation ${group.generationId} to ${generation} during the transaction: aborting it and rejoining`);
     }
-    const offsets = session.takeCommittable();
+    const offsets = unsafeCommitAhead ? [] : session.takeCommittable();
     await session.tasks.noteConsumed(offsets);
     const changelog = session.tasks.drainChangelog();
-    if (!tx.inTransaction && offsets.length === 0 && changelog.length === 0) return;
-    await this.#checkpoint([
-      { name: "state", run: () => tx.send(changelog) },
-      // On behalf of the member that read this work: the broker refuses it if the group moved on.
-      { name: "offsets", run: () => tx.sendOffsets(group, offsets) },
-      { name: "transaction", run: () => tx.commit() },
-    ]);
-    debug?.("debug", "commit transaction: done");
-    metrics.transaction("commit");
-    counters.transactionsCommitted++;
-    addCounters(counters, session.uncommitted);
-    session.uncommitted = emptyCounters();
-    session.txPartitions.clear();
-    session.txGroup = undefined;
-    this.#committed(session, offsets);
+    if (work.records === 0 && offsets.length === 0 && changelog.length === 0 && !unsafeCommitAhead) return true;
+    session.closeTransaction();
+    debug?.("debug", `commit transaction: queued (${work.records} records, ${offsets.length} offsets)`);
+    const committed = collector.commit(async () => {
+      const sent = unsafeCommitAhead ? session.takeCommittable() : offsets;
+      await this.#checkpoint([
+        { name: "state", run: () => tx.send(changelog) },
+        // On behalf of the member that read this work: the broker refuses it if the group moved on.
+        { name: "offsets", run: () => tx.sendOffsets(group, sent) },
+        { name: "transaction", run: () => tx.commit() },
+      ]);
+      debug?.("debug", "commit transaction: done");
+      metrics.transaction("commit");
+      counters.transactionsCommitted++;
+      addCounters(counters, work.counters);
+      session.transactionCommitted(work);
+      this.#committed(session, sent);
+    });
+    // Not awaited: a failure stops the collector's queue and reaches the poll loop (backgroundError).
+    if (options.flush) await committed;
+    else committed.catch(() => {});
+    return true;
   }
 
   /**
-   * At-least-once checkpoint, serialized (one at a time). The outputs are already acknowledged;
+   * At-least-once checkpoint. The outputs are already acknowledged; what is committed is taken
+   * now, between batches, and written off the loop's path, one checkpoint at a time, in order:
    *   1. state: operator changelogs (dirty keys, covered input offsets) are written and acknowledged;
    *   2. offsets: then the offsets are committed — never ahead of the state they depend on.
+   * With `flush`, waits for it and every checkpoint before it.
    */
-  atLeastOnce(): Promise<void> {
-    return this.#chain.run(async () => {
-      const session = this.#current();
-      if (!session) return;
-      const offsets = session.takeCommittable();
-      await session.tasks.noteConsumed(offsets);
-      const changelog = session.tasks.drainChangelog();
+  async atLeastOnce(session: Session, options: { flush?: boolean } = {}): Promise<void> {
+    const taken = session.takeCommittable();
+    await session.tasks.noteConsumed(taken);
+    const changelog = session.tasks.drainChangelog();
+    const written = this.#chain.run(async () => {
+      // A partition revoked since (a member that lost its membership: a rebalance hook flushes
+      // first) is left to its new owner.
+      const owned = new PartitionSet(session.consumer.owned());
+      const offsets = taken.filter((o) => owned.has(o));
       if (offsets.length === 0 && changelog.length === 0) return;
       try {
         await this.#checkpoint([
@@ -114,10 +139,15 @@ export class Commits {
           { name: "offsets", run: () => session.consumer.commit(offsets) },
         ]);
       } catch (error) {
-        this.#commitFailed(session, offsets, error);
+        this.#commitFailed(session, offsets, changelog.length > 0, error);
         return;
       }
       this.#committed(session, offsets);
+    });
+    if (options.flush) return await written;
+    // Its failure ends the session current when it fails (not a later one: it starts from the last commit anyway).
+    written.catch((error) => {
+      if (this.#current() === session) session.backgroundError ??= asFvError(error);
     });
   }
 
@@ -142,8 +172,11 @@ export class Commits {
     this.#deps.counters.commits++;
   }
 
-  #commitFailed(session: Session, offsets: CommitOffset[], error: unknown): void {
+  #commitFailed(session: Session, offsets: CommitOffset[], hadState: boolean, error: unknown): void {
     const recovery = recoveryOf(error);
+    // State changes already drained cannot be put back: a session restart reads the state again
+    // from the changelog, consistent with the last committed offsets.
+    if (hadState && recovery === "retryable") throw error;
     // Put the offsets back unless newer ones arrived meanwhile; the next commit retries.
     if (recovery === "retryable") session.putBack(offsets);
     if (recovery !== "fenced" && recovery !== "retryable") throw error;

@@ -91,7 +91,9 @@ export class ConsumerLoop {
       inputs: new Set(this.#stages[Number(index)]!.def.inputs.map((d) => plan.bindings[d]!.topic)),
     }));
     const checkpointer = new Checkpointer({ deadlineMs: plan.settings.checkpointDeadlineMs, maxConsecutiveFailures: plan.settings.checkpointMaxFailures });
-    this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug }, () => this.#session);
+    const unsafeCommitAhead = plan.unsafeCommitAhead === true && plan.settings.exactlyOnce;
+    if (unsafeCommitAhead) this.#log("warn", "FV_UNSAFE_COMMIT_AHEAD=1: exactly-once commits take the offsets of records not yet in their transaction; a crash loses rows (for the kill test only)");
+    this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead }, () => this.#session);
     this.#watchdog = new Watchdog({ timings: this.#timings, groupId: plan.groupId, counters: this.counters, log: this.#log });
   }
 
@@ -212,9 +214,11 @@ export class ConsumerLoop {
       await this.#poll(session);
       // The ordered end: the in-flight batch is done; checkpoint, then leave the group.
       if (session.revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction");
-      if (session.tx) await this.#commits.transaction(session);
-      else await this.#commits.atLeastOnce();
+      if (session.tx) await this.#commits.transaction(session, { flush: true });
+      else await this.#commits.atLeastOnce(session, { flush: true });
     } catch (error) {
+      // Exactly-once: nothing queued runs any more, and the request under way settles, before the abort.
+      if (session.tx) await session.collector.cancel(asFvError(error));
       if (session.tx?.inTransaction) {
         await session.tx.abort().catch(() => {});
         this.counters.transactionsAborted++;
@@ -263,15 +267,15 @@ export class ConsumerLoop {
       if (this.#upstreamHops.length) {
         const lag = { knownBehind: (tp: TopicPartition) => watchdog.knownBehind(session, tp), caughtUp: (tp: TopicPartition) => watchdog.caughtUp(session, tp) };
         const out = session.upstream.announce(now, watchdog.quietMs(now), session.consumer.owned(), lag);
-        if (out.length) await session.collector.send(out);
+        if (out.length) await session.emit(out);
       }
       if (session.checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
         session.checkpointNow = false;
-        lastCheckpoint = now;
-        await this.#commits.checkpoint(session);
+        // Exactly-once: while the last commit still runs this one waits, and its transaction grows.
+        if (await this.#commits.checkpoint(session)) lastCheckpoint = now;
       }
       if (session.backgroundError) throw session.backgroundError;
-      if (session.tx) await watchdog.releaseHeld(session, now);
+      if (session.tx) await watchdog.releaseHeld(session, now, () => this.#commits.transaction(session, { flush: true }));
       watchdog.refreshEnds(session, now);
       if (session.revokedMidTransaction) {
         throw new FvError("KAFKA_FENCED", "partitions were revoked while their records were in the open transaction: aborting it and rejoining");
@@ -295,11 +299,11 @@ export class ConsumerLoop {
       const emissions = await this.#runner.run(records, { tasks: session.tasks, compute: this.#compute, upstream: session.upstream, revoked });
       if (session.tasks.active) this.#fire(session, emissions);
       this.#debug?.("debug", `batch: sending ${emissions.out.length}`);
-      await session.collector.send(emissions.out);
+      await session.emit(emissions.out);
       this.#debug?.("debug", "batch: sent");
       // Counted once the batch is acknowledged (at-least-once), or once its transaction commits
       // (exactly-once: an aborted batch is processed again and counted then).
-      countEmissions(session.tx ? session.uncommitted : this.counters, emissions);
+      countEmissions(session.tx ? session.open.counters : this.counters, emissions);
       for (const [stage, ms] of emissions.stageMs) this.metrics.stepLatency(stage.index, stage.steps.length - 1, "stage", ms);
       session.markProcessed(records, revoked);
     } finally {

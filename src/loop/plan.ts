@@ -28,6 +28,11 @@ export interface LoopPlan {
   compiled?: CompiledTopology;
   /** Log every poll, batch and transaction commit at debug level (was FV_DEBUG_LOOP=1). */
   debugLoop?: boolean;
+  /**
+   * Unsafe, for the kill test only (FV_UNSAFE_COMMIT_AHEAD=1): each exactly-once commit takes the
+   * offsets of batches whose records wait for the next transaction (Commits, `unsafeCommitAhead`).
+   */
+  unsafeCommitAhead?: boolean;
 }
 
 /** A stage's repartition hop: its topic and the upstream partitions whose watermarks cross it. */

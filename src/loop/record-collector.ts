@@ -1,5 +1,5 @@
 import { retry } from "../async.ts";
-import { recoveryOf } from "../errors.ts";
+import { asFvError, type FvError, recoveryOf } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import type { InboundRecord, OutboundRecord, Producer, TransactionalProducer } from "../kafka/port.ts";
 import type { Logger } from "../logger.ts";
@@ -43,9 +43,18 @@ export function deadLetterRecord(topic: string, failure: Failure, from: { record
 
 /**
  * Sends a session's records, under either guarantee (Kafka Streams' RecordCollector).
- * Exactly-once: into the open transaction; any failure aborts it, and the session restarts from
- * the committed offsets. At-least-once: acknowledged by every replica (acks=all), a retryable
- * failure retried `retries` times, `retryPauseMs` apart.
+ *
+ * At-least-once: `send` resolves once every replica acknowledged the records (acks=all); a
+ * retryable failure is retried `retries` times, `retryPauseMs` apart.
+ *
+ * Exactly-once: the transaction's requests run off the loop's path, in the order they were handed
+ * over, one at a time (as Kafka's own producer does: `send()` returns at once and
+ * `commitTransaction()` flushes). `send` queues a batch's records and returns; `commit` queues the
+ * commit of everything queued before it. While a commit runs, the loop goes on with the next
+ * batches, whose records wait in the queue and go into the next transaction the moment the commit
+ * is done: no batch waits for EndTxn. The first failure stops the queue (nothing queued after it
+ * runs, so no later send joins a new transaction and no later commit happens) and is handed to
+ * `onFailure`; the session then aborts and starts over from the last committed offsets.
  */
 export class RecordCollector {
   readonly #producer: Producer | undefined;
@@ -53,23 +62,99 @@ export class RecordCollector {
   readonly #log: Logger;
   readonly #retries: number;
   readonly #retryPauseMs: number;
+  readonly #maxQueuedRecords: number;
+  readonly #onFailure: (failure: FvError) => void;
+  /** Exactly-once: the last request queued; it never rejects (failures go to #failure). */
+  #tail: Promise<void> = Promise.resolve();
+  #queuedRecords = 0;
+  #queuedCommits = 0;
+  #failure: FvError | undefined;
+  /** Waiting for the queue to shrink below `maxQueuedRecords`. */
+  #roomWaiters: Array<() => void> = [];
 
-  constructor(clients: { producer?: Producer; tx?: TransactionalProducer }, log: Logger, options: { retries: number; retryPauseMs: number }) {
+  constructor(
+    clients: { producer?: Producer; tx?: TransactionalProducer },
+    log: Logger,
+    options: { retries: number; retryPauseMs: number; maxQueuedRecords?: number; onFailure?: (failure: FvError) => void },
+  ) {
     this.#producer = clients.producer;
     this.#tx = clients.tx;
     this.#log = log;
     this.#retries = options.retries;
     this.#retryPauseMs = options.retryPauseMs;
+    this.#maxQueuedRecords = options.maxQueuedRecords ?? 10_000;
+    this.#onFailure = options.onFailure ?? (() => {});
   }
 
-  send(records: OutboundRecord[]): Promise<void> {
-    // Exactly-once: any failure aborts the transaction; the session restarts from committed offsets.
-    if (this.#tx) return this.#tx.send(records);
-    return retry(() => this.#producer!.send(records), {
-      attempts: this.#retries,
-      pause: this.#retryPauseMs,
-      retryable: (error) => recoveryOf(error) === "retryable",
-      onRetry: (error, attempt) => this.#log("warn", `send failed, retrying (${attempt}/${this.#retries}): ${(error as Error).message}`),
+  /**
+   * At-least-once: resolves once the records are acknowledged. Exactly-once: queues them for the
+   * open transaction and resolves at once, unless the queue holds more than `maxQueuedRecords`
+   * (a slow commit): then once it has room again.
+   */
+  async send(records: OutboundRecord[]): Promise<void> {
+    if (!this.#tx) {
+      return retry(() => this.#producer!.send(records), {
+        attempts: this.#retries,
+        pause: this.#retryPauseMs,
+        retryable: (error) => recoveryOf(error) === "retryable",
+        onRetry: (error, attempt) => this.#log("warn", `send failed, retrying (${attempt}/${this.#retries}): ${(error as Error).message}`),
+      });
+    }
+    if (records.length === 0) return;
+    const tx = this.#tx;
+    void this.#queue(records.length, () => tx.send(records)).catch(() => {});
+    while (this.#queuedRecords > this.#maxQueuedRecords && !this.#failure) await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
+  }
+
+  /** Exactly-once: queues `commit` (the checkpoint's state, offsets and EndTxn) behind every send queued so far. */
+  commit(commit: () => Promise<void>): Promise<void> {
+    this.#queuedCommits++;
+    return this.#queue(0, commit).finally(() => this.#queuedCommits--);
+  }
+
+  /** Exactly-once: a commit is queued or running (the next one waits, and its transaction grows meanwhile). */
+  get committing(): boolean {
+    return this.#queuedCommits > 0;
+  }
+
+  /** Exactly-once: the first failure of a queued request; nothing queued after it runs. */
+  get failure(): FvError | undefined {
+    return this.#failure;
+  }
+
+  /** Exactly-once: resolves once everything queued so far has run; rejects with the queue's failure. */
+  async settled(): Promise<void> {
+    await this.#tail;
+    if (this.#failure) throw this.#failure;
+  }
+
+  /**
+   * Exactly-once: stops the queue (nothing queued runs from now on) and waits for the request under
+   * way, so the transaction can be aborted with none of its requests in flight.
+   */
+  async cancel(reason: FvError): Promise<void> {
+    this.#failure ??= reason;
+    await this.#tail;
+  }
+
+  #queue(records: number, request: () => Promise<void>): Promise<void> {
+    this.#queuedRecords += records;
+    const run = this.#tail.then(async () => {
+      try {
+        if (this.#failure) throw this.#failure;
+        await request();
+      } catch (error) {
+        if (!this.#failure) {
+          this.#failure = asFvError(error);
+          this.#onFailure(this.#failure);
+        }
+        throw this.#failure;
+      } finally {
+        this.#queuedRecords -= records;
+        if (this.#queuedRecords <= this.#maxQueuedRecords || this.#failure) for (const wake of this.#roomWaiters.splice(0)) wake();
+      }
     });
+    this.#tail = run.catch(() => {});
+    return run;
   }
 }

@@ -31,6 +31,8 @@ export interface RunStreamOptions {
   onRecord?: (record: BuildRecord, metrics: MetricsSnapshot) => void;
   /** Log every poll, batch and transaction commit of the consumer loops at debug level. */
   debugLoop?: boolean;
+  /** Unsafe, for the kill test only (see LoopPlan.unsafeCommitAhead). */
+  unsafeCommitAhead?: boolean;
 }
 
 /** The plan the stream runs: topology validated and compiled (once per run), keying planned, datasets resolved. */
@@ -157,6 +159,7 @@ export async function runStream(
     hops,
     compiled: plan.compiled,
     ...(options.debugLoop ? { debugLoop: true } : {}),
+    ...(options.unsafeCommitAhead ? { unsafeCommitAhead: true } : {}),
   }));
   const useWorkers = settings.consumers > 1 && !options.inline && typeof Worker !== "undefined";
   handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));

@@ -1,7 +1,7 @@
 import { deadline } from "../async.ts";
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import type { FvError } from "../errors.ts";
-import type { Admin, CommitOffset, GroupConsumer, GroupMetadata, InboundRecord, KafkaClient, Producer, TopicPartition, TransactionalProducer } from "../kafka/port.ts";
+import type { Admin, CommitOffset, GroupConsumer, GroupMetadata, InboundRecord, KafkaClient, OutboundRecord, Producer, TopicPartition, TransactionalProducer } from "../kafka/port.ts";
 import { PartitionMap, PartitionSet, partitionText } from "../kafka/topic-partition.ts";
 import type { MetricsRecorder } from "../metrics/index.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
@@ -29,6 +29,20 @@ export interface SessionDeps {
 
 const TIMED_OUT = Symbol("timed out");
 
+/** Exactly-once: one transaction's work, from its first batch until its commit is done. */
+export interface TransactionWork {
+  /** Partitions with work in it (records read, state changed, rows fired). */
+  readonly partitions: PartitionSet;
+  /** Who this member was in the group when its first batch was read: the offsets are sent on its behalf. */
+  group: GroupMetadata | undefined;
+  /** Counters of its batches, added to the loop's once it commits (an aborted batch is counted when redone). */
+  readonly counters: LoopCounters;
+  /** Records queued into it (outputs, dead letters, hop rows and watermarks). */
+  records: number;
+}
+
+const newTransactionWork = (): TransactionWork => ({ partitions: new PartitionSet(), group: undefined, counters: emptyCounters(), records: 0 });
+
 /**
  * One join of the group, until stop or a recoverable failure: its clients, and everything that
  * lives as long as they do (offsets, positions, the open transaction). A new session is a new
@@ -52,11 +66,11 @@ export class Session {
   readonly positions = new PartitionMap<bigint>();
   /** Committed offsets of partitions not read yet this session (see Watchdog.positionOf). */
   readonly startOffsets = new PartitionMap<bigint>();
-  /** Exactly-once: partitions with records in the open transaction. */
-  readonly txPartitions = new PartitionSet();
-  /** Exactly-once: who this member was in the group when the open transaction's first batch was read. */
-  txGroup: GroupMetadata | undefined;
-  /** Exactly-once: a partition with work in the open transaction was revoked before it committed. */
+  /** Exactly-once: the work of the transaction being filled (it commits at the next checkpoint). */
+  open: TransactionWork = newTransactionWork();
+  /** Exactly-once: transactions whose commit is queued or running, oldest first. */
+  readonly committing: TransactionWork[] = [];
+  /** Exactly-once: a partition with work in an uncommitted transaction was revoked before it committed. */
   revokedMidTransaction = false;
   /**
    * Partitions revoked while the batch in hand was being processed (a rebalance can land during
@@ -65,8 +79,6 @@ export class Session {
    * gets them back, reads them again from the last checkpoint.
    */
   revokedDuringBatch: PartitionSet | undefined;
-  /** Exactly-once: counters of the open transaction, added to the loop's when it commits. */
-  uncommitted: LoopCounters = emptyCounters();
   /** A rebalance started: checkpoint at the next batch boundary. */
   checkpointNow = false;
   /** Rebalance hooks waiting for the next checkpoint: the adapter rejoins once they resolve. */
@@ -75,7 +87,7 @@ export class Session {
   polling = false;
   /** Batches processed (a failed session that made progress resets the restart count). */
   batches = 0;
-  /** A commit that was not awaited failed: the poll loop throws it. */
+  /** A commit or a transactional send that was not awaited failed: the poll loop throws it. */
   backgroundError: FvError | undefined;
 
   constructor(deps: SessionDeps) {
@@ -140,7 +152,13 @@ export class Session {
         },
       },
     });
-    this.collector = new RecordCollector({ producer: this.producer, tx: this.tx }, log, { retries: deps.timings.sendRetries, retryPauseMs: deps.timings.sendRetryPauseMs });
+    this.collector = new RecordCollector({ producer: this.producer, tx: this.tx }, log, {
+      retries: deps.timings.sendRetries,
+      retryPauseMs: deps.timings.sendRetryPauseMs,
+      // A commit slower than the batches: up to this many records wait for the next transaction.
+      maxQueuedRecords: settings.batchSize * 8,
+      onFailure: (failure) => void (this.backgroundError ??= failure),
+    });
   }
 
   #assigned(assigned: TopicPartition[], revoked: TopicPartition[]): void {
@@ -149,7 +167,7 @@ export class Session {
     for (const tp of revoked) {
       // Its outputs are in the open transaction but its offsets can no longer join them:
       // the transaction must abort, never commit outputs without their offsets.
-      if (this.txPartitions.has(tp)) this.revokedMidTransaction = true;
+      if (this.open.partitions.has(tp) || this.committing.some((work) => work.partitions.has(tp))) this.revokedMidTransaction = true;
       this.revokedDuringBatch?.add(tp);
       this.pending.delete(tp);
       this.committed.delete(tp);
@@ -165,8 +183,31 @@ export class Session {
 
   /** Exactly-once: these partitions have work in the open transaction (the first ones fix who the member is). */
   joinTransaction(partitions: Iterable<TopicPartition>): void {
-    if (this.txPartitions.size === 0) this.txGroup = this.consumer.groupMetadata();
-    for (const tp of partitions) this.txPartitions.add(tp);
+    this.open.group ??= this.consumer.groupMetadata();
+    for (const tp of partitions) this.open.partitions.add(tp);
+  }
+
+  /**
+   * Hands records to the collector: acknowledged before this resolves (at-least-once), or queued
+   * into the open transaction (exactly-once).
+   */
+  emit(records: OutboundRecord[]): Promise<void> {
+    if (this.tx) this.open.records += records.length;
+    return this.collector.send(records);
+  }
+
+  /** Exactly-once: the open transaction is closed for commit; later batches fill a new one. */
+  closeTransaction(): TransactionWork {
+    const work = this.open;
+    this.committing.push(work);
+    this.open = newTransactionWork();
+    return work;
+  }
+
+  /** Exactly-once: this transaction's commit is done. */
+  transactionCommitted(work: TransactionWork): void {
+    const index = this.committing.indexOf(work);
+    if (index >= 0) this.committing.splice(index, 1);
   }
 
   /** The batch's records are processed and acknowledged (or in the transaction): their offsets may be committed. */

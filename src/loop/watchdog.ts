@@ -110,12 +110,15 @@ export class Watchdog {
    * them (its timeout, then the coordinator's abort) wait for stale pending commits. Those of this
    * member's own producer id go with an abort; between checkpoints only, never with work open.
    */
-  async releaseHeld(session: Session, now: number): Promise<void> {
+  async releaseHeld(session: Session, now: number, flush: () => Promise<unknown>): Promise<void> {
     const tx = session.tx!;
     const releaseMs = this.#timings.heldReleaseMs;
     const held = session.consumer.held?.() ?? [];
     this.#heldSince = held.length === 0 ? 0 : this.#heldSince || now;
-    if (!this.#heldSince || now - this.#heldSince < releaseMs || now - this.#releasedAt < releaseMs || tx.inTransaction) return;
+    if (!this.#heldSince || now - this.#heldSince < releaseMs || now - this.#releasedAt < releaseMs) return;
+    // The release needs no transaction open: the work so far commits first.
+    await flush();
+    if (tx.inTransaction) return;
     this.#releasedAt = now;
     this.#log("warn", `${held.map(partitionText).join(", ")} waited ${Math.round((now - this.#heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds only the group, which drops its offset commits that no transaction ends`);
     await tx.releasePendingOffsets(session.consumer.groupMetadata(), held[0]!);

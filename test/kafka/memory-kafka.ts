@@ -834,6 +834,8 @@ class MemoryTransactionalProducer implements TransactionalProducer {
     if (!transaction) return;
     this.#registration("committing a transaction");
     this.#kafka.fault("commit-transaction");
+    await this.#kafka.slowdown("commit-transaction");
+    this.#registration("committing a transaction");
     if (transaction.failed) throw transaction.failed;
     this.#transaction = undefined;
     this.#kafka.endTransaction(transaction, "commit");
@@ -901,4 +903,67 @@ class MemoryAdmin implements Admin {
   }
 
   async close(): Promise<void> {}
+}
+
+/** The port's methods that talk to Kafka (asynchronous): a crashed process calls none of them any more. */
+const KAFKA_CALLS = new Set([
+  "start", "poll", "commit", "endOffsets", "close", "send", "sendOffsets", "abort", "ready", "releasePendingOffsets",
+  "partitionCounts", "createTopics", "readPartition", "committedOffsets", "rejoin",
+]);
+
+/**
+ * A client whose process can be killed at a chosen point, as kill -9 does it: from then on none of
+ * its calls reaches Kafka or returns (they hang), so nothing it had not finished happens, and its
+ * group membership stays until `MemoryKafka.expire`. `release()` ends the hung calls with an error
+ * so a test can stop the dead loop.
+ *
+ * @example
+ * const victim = crashable(kafka.client());
+ * victim.crashAfter("commit"); // right after its next transaction commits
+ */
+export function crashable(inner: KafkaClient) {
+  let crashed = false;
+  let released = false;
+  let after: string | undefined;
+  const hung: Array<(error: Error) => void> = [];
+  const hang = () => new Promise<never>((_, reject) => hung.push(reject));
+  const wrap = <T extends object>(target: T, kind: "consumer" | "producer" | "tx" | "admin"): T =>
+    new Proxy(target, {
+      get(t, property) {
+        const value = Reflect.get(t, property, t);
+        if (typeof value !== "function") return value;
+        if (!KAFKA_CALLS.has(String(property))) return value.bind(t);
+        return async (...args: unknown[]) => {
+          if (released) throw new FvError("KAFKA_FENCED", "the process was killed");
+          if (crashed) return hang();
+          const result = await value.apply(t, args);
+          // Killed right after this call reached Kafka: its caller never hears back.
+          if (kind === "tx" && property === after) crashed = true;
+          if (crashed) return hang();
+          return result;
+        };
+      },
+    });
+  const client: KafkaClient = {
+    name: inner.name,
+    consumer: (options) => wrap(inner.consumer(options), "consumer"),
+    producer: (options) => wrap(inner.producer(options), "producer"),
+    transactionalProducer: (options) => wrap(inner.transactionalProducer(options), "tx"),
+    admin: (options) => wrap(inner.admin(options), "admin"),
+  };
+  return {
+    client,
+    get crashed() {
+      return crashed;
+    },
+    /** Kills the process right after its transactional producer's next call of this method returns from Kafka. */
+    crashAfter(method: "commit" | "send" | "sendOffsets") {
+      after = method;
+    },
+    /** Ends the hung calls, and fails every later one (a fenced error), so the dead loop can be stopped at the end of a test. */
+    release() {
+      released = true;
+      for (const reject of hung.splice(0)) reject(new FvError("KAFKA_FENCED", "the process was killed"));
+    },
+  };
 }

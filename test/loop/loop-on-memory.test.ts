@@ -13,7 +13,8 @@ import type { TopicBinding, Topology } from "../../src/control/types.ts";
 import { FvError } from "../../src/errors.ts";
 import { ConsumerLoop, type LoopState } from "../../src/loop/consumer-loop.ts";
 import type { HopPlan, LoopPlan } from "../../src/loop/plan.ts";
-import { MemoryKafka, type JournalEntry } from "../kafka/memory-kafka.ts";
+import type { KafkaClient } from "../../src/kafka/port.ts";
+import { crashable, MemoryKafka, type JournalEntry } from "../kafka/memory-kafka.ts";
 
 const PIPELINE = "p";
 const GROUP = "fv-stream-p";
@@ -53,9 +54,9 @@ afterEach(async () => {
 });
 
 /** Runs a loop on the cluster; `log` keeps what it logged. */
-function start(kafka: MemoryKafka, plan: LoopPlan) {
+function start(kafka: MemoryKafka, plan: LoopPlan, options: { client?: KafkaClient; debug?: boolean } = {}) {
   const log: string[] = [];
-  const loop = new ConsumerLoop(plan, kafka.client(), (level, message) => void log.push(`${level}: ${message}`));
+  const loop = new ConsumerLoop(plan, options.client ?? kafka.client(), (level, message) => void log.push(`${level}: ${message}`), { debug: options.debug ?? false });
   const done = loop.run();
   started.push({ loop, done });
   const stop = async () => {
@@ -277,6 +278,88 @@ describe("exactly-once", () => {
     await expect(zombie.send([{ topic: "out", key: null, value: "late" }])).rejects.toMatchObject({ code: "KAFKA_FENCED" });
     const { consumed, transactionsCommitted, transactionsAborted, restarts } = loop.counters;
     expect({ consumed, transactionsCommitted, transactionsAborted, restarts }).toEqual({ consumed: 3, transactionsCommitted: 1, transactionsAborted: 1, restarts: 1 });
+  });
+});
+
+describe("exactly-once with the commit overlapping the next batches", () => {
+  const transactions = (kafka: MemoryKafka) =>
+    kafka.journal.filter((e): e is Extract<JournalEntry, { kind: "transaction" }> => e.kind === "transaction").map((e) => ({ outcome: e.outcome, offsets: e.offsets.map((o) => `${o.topic}:${o.partition}@${o.offset}`) }));
+
+  test("a slow commit holds no batch up: the batches read meanwhile fill the next transaction, which grows, and commits once the first is done", async () => {
+    const kafka = new MemoryKafka();
+    kafka.createTopic("in", 1);
+    kafka.createTopic("out", 1);
+    const { loop, log, stop } = start(kafka, planOf(selectId, { STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "20" }), { debug: true });
+    kafka.slowNext("commit-transaction", 400);
+    kafka.produce("in", [0, 1].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the first commit is slow", () => kafka.journal.some((e) => e.kind === "slow"));
+    // Three more batches while it runs: each is processed at once, its records wait in the queue.
+    const batches = () => log.filter((l) => l.startsWith("debug: batch: sending")).length;
+    for (const ids of [[2, 3], [4], [5, 6, 7]]) {
+      const before = batches();
+      kafka.produce("in", ids.map((id) => ({ key: null, value: json({ id }) })));
+      await waitFor(`batch ${ids} processed`, () => batches() === before + 1);
+    }
+    await waitFor("everything is committed", () => kafka.committed(GROUP)["in:0"] === 8n);
+    expect(await stop()).toBe("STOPPED");
+
+    // Every batch was processed before the slow commit was done …
+    const done = log.indexOf("debug: commit transaction: done");
+    expect(log.slice(0, done).filter((l) => l.startsWith("debug: batch: sending"))).toHaveLength(4);
+    // … and the three went into one transaction, not three.
+    expect(transactions(kafka)).toEqual([{ outcome: "commit", offsets: ["in:0@2"] }, { outcome: "commit", offsets: ["in:0@8"] }]);
+    expect(values(kafka, "out")).toEqual([0, 1, 2, 3, 4, 5, 6, 7].map((id) => json({ id })).sort());
+    const { consumed, emitted, transactionsCommitted } = loop.counters;
+    expect({ consumed, emitted, transactionsCommitted }).toEqual({ consumed: 8, emitted: 8, transactionsCommitted: 2 });
+  });
+
+  /**
+   * Killed right after a commit whose transaction ran while the next batch was processed: that
+   * batch's records were still queued for the next transaction. `unsafe` commits that batch's
+   * offsets in the first transaction, as a broken overlap would.
+   */
+  async function killDuringOverlap(unsafe: boolean) {
+    const kafka = new MemoryKafka();
+    kafka.createTopic("in", 1);
+    kafka.createTopic("out", 1);
+    const victim = crashable(kafka.client());
+    const plan = { ...planOf(selectId, { STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "20" }), ...(unsafe ? { unsafeCommitAhead: true } : {}) };
+    const first = start(kafka, plan, { client: victim.client, debug: true });
+    // The first batch's send is slow: its commit is queued behind it, and the second batch behind that.
+    kafka.slowNext("send", 300, { topic: "out" });
+    kafka.produce("in", [0, 1, 2].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the first batch's send is under way", () => kafka.journal.some((e) => e.kind === "slow"));
+    await waitFor("its commit is queued", () => first.log.some((l) => l.startsWith("debug: commit transaction: queued (3 records")));
+    victim.crashAfter("commit");
+    kafka.produce("in", [3, 4, 5].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the second batch is processed", () => first.log.filter((l) => l.startsWith("debug: batch: sending 3")).length === 2);
+    await waitFor("the process is killed right after the first commit", () => victim.crashed, 3000);
+    // Its member is gone once its session expires; another instance takes the partition over.
+    kafka.expire(GROUP, `${GROUP}-t-`);
+    const second = start(kafka, { ...planOf(selectId, { STREAM_EXACTLY_ONCE: "true" }), instanceId: "u" });
+    await waitFor("the partition is committed to its end", () => kafka.committed(GROUP)["in:0"] === 6n && kafka.uncommittedRecords() === 0);
+    // Time for the new instance to redo whatever the offsets say is not done.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await second.stop()).toBe("STOPPED");
+    victim.release();
+    await first.stop();
+    return { kafka, transactions: transactions(kafka) };
+  }
+
+  test("kill -9 right after a commit that overlapped the next batch: the next owner does that batch, every row once", async () => {
+    const { kafka, transactions: committed } = await killDuringOverlap(false);
+    expect(values(kafka, "out")).toEqual([0, 1, 2, 3, 4, 5].map((id) => json({ id })).sort());
+    // The killed process's commit held only its first batch; the second batch was redone.
+    expect(committed).toEqual([{ outcome: "commit", offsets: ["in:0@3"] }, { outcome: "commit", offsets: ["in:0@6"] }]);
+    expect(kafka.committed(GROUP)).toEqual({ "in:0": 6n });
+  });
+
+  test("the same kill with the overlap made unsafe on purpose (the next batch's offsets in the committing transaction) loses that batch: the test above would fail", async () => {
+    const { kafka, transactions: committed } = await killDuringOverlap(true);
+    expect(committed[0]).toEqual({ outcome: "commit", offsets: ["in:0@6"] });
+    expect(kafka.committed(GROUP)).toEqual({ "in:0": 6n });
+    // Rows 3, 4 and 5 are nowhere: the killed process never sent them, and the offsets say done.
+    expect(values(kafka, "out")).toEqual([0, 1, 2].map((id) => json({ id })).sort());
   });
 });
 
