@@ -490,14 +490,16 @@ if (!existsSync(resultsFile)) writeFileSync(resultsFile, `# bench:peers results,
 const png = `bench/results/${date}-${STAMP.slice(9)}-ratios.png`;
 writeFileSync(join(ROOT, png), renderChart(chart, `fv-streams vs Kafka Streams and the raw ceiling — ${ROWS.toLocaleString("en")} rows, median of ${rounds}, ${date}`));
 appendFileSync(resultsFile, table + `\n![ratios](${png.replace("bench/results/", "")})\n\n`);
-// docs/benchmarks.md shows the latest table between its markers
+// docs/benchmarks.md shows the latest table of each commit interval between its markers (the
+// default 1000 ms: "latest"; another: "latest commit <ms> ms", when the page has those markers)
 const docs = join(ROOT, "docs/benchmarks.md");
 if (existsSync(docs)) {
   const text = readFileSync(docs, "utf8");
-  const begin = "<!-- bench:peers latest begin -->", end = "<!-- bench:peers latest end -->";
+  const which = COMMIT_MS === "1000" ? "latest" : `latest commit ${COMMIT_MS} ms`;
+  const begin = `<!-- bench:peers ${which} begin -->`, end = `<!-- bench:peers ${which} end -->`;
   if (text.includes(begin) && text.includes(end)) writeFileSync(docs, text.slice(0, text.indexOf(begin) + begin.length) + "\n\n" + table + `\n![ratios](../${png})\n\n` + text.slice(text.indexOf(end)));
 }
-console.log(`wrote ${resultsFile}, ${png} and the latest table in docs/benchmarks.md`);
+console.log(`wrote ${resultsFile}, ${png} and, where docs/benchmarks.md has its markers, the latest table of a ${COMMIT_MS} ms commit interval there`);
 process.exit(0);
 
 function navigatorCores(): number { return (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ?? 0; }

@@ -165,6 +165,8 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
     await waitFor(() => workload.judge(collector!.records).done, 180_000, `every expected ${workload.kind} output`);
   } catch (error) {
     dumpRuns();
+    const { done: _, ...verdict } = workload.judge(collector!.records);
+    console.log(`at the timeout: ${JSON.stringify(verdict, (_k, v) => (Array.isArray(v) && v.length > 10 ? `${v.length} of them, first ${v.slice(0, 10)}` : v))}`);
     final.child.kill("SIGKILL");
     await collector!.stop();
     throw error;

@@ -1,6 +1,7 @@
 /** Transactions on @platformatic/kafka: outputs and consumer offsets committed together. */
 import { type Consumer as PltConsumer, Producer as PltProducer } from "@platformatic/kafka";
 import { deadline } from "../../async.ts";
+import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer } from "../port.ts";
 import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import { classify, retryDelay } from "./errors.ts";
@@ -76,7 +77,10 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     const tx = await this.#begin();
     this.#state.wrote();
     try {
-      for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })));
+      for (const messages of chunkBySize(records.map(toMessage))) {
+        this.#stillOpen(tx, "producing in a transaction");
+        checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })));
+      }
     } catch (error) {
       throw classify(error, "producing in a transaction");
     }
@@ -89,12 +93,13 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     this.#state.wrote();
     try {
       if (!this.#offsetsAdded) {
-        await tx.addConsumer(consumer);
+        await this.#inflight.track(tx.addConsumer(consumer));
         this.#offsetsAdded = true;
       }
       // The member as it was when this work was read: the broker refuses it if the group moved on.
       const metadata = { consumer: { ...group, coordinatorId: consumer.coordinatorId ?? -1 } };
       for (const o of offsets) {
+        this.#stillOpen(tx, "adding offsets to a transaction");
         // The library commits message.offset + 1, so hand it the last processed offset.
         // deno-lint-ignore no-explicit-any
         await this.#inflight.track(tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any));
@@ -102,6 +107,18 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     } catch (error) {
       throw classify(error, "adding offsets to a transaction");
     }
+  }
+
+  /**
+   * A checkpoint step that gave up at its deadline goes on in the background; once its
+   * transaction has been ended or aborted it must not send another request for it. (A
+   * TxnOffsetCommit sent after the abort reaches the group coordinator as a pending commit no
+   * transaction ends; and the library, whose transaction is gone by then, throws from its
+   * callback: a soak process died with "undefined is not an object (evaluating
+   * 'this.#transaction.id')" when the broker came back.)
+   */
+  #stillOpen(tx: Transaction, what: string): void {
+    if (this.#tx !== tx) throw new FvError("KAFKA_RETRYABLE", `${what}: the transaction was ended meanwhile (its checkpoint step gave up at the deadline)`);
   }
 
   async commit(): Promise<void> {
