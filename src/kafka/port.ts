@@ -149,8 +149,17 @@ export interface TransactionalProducer {
    * `group` is the consumer's `groupMetadata()` now, `held` a partition of it that waits for a
    * stable offset (some clients can only add the group to a transaction through an offset, which
    * the abort drops).
+   *
+   * `written`: the partitions this producer writes to. Where the client can add a partition to a
+   * transaction without producing, the aborted transaction holds them too, and its abort marker
+   * ends records of this producer that no marker ended: a broker that dropped a commit's markers
+   * (Kafka skips the markers of a partition with no leader, e.g. in the controlled shutdown of its
+   * only replica) leaves that commit's records open, and its offset commit pending; since the
+   * abort drops that offset commit, the records must go too, or the producer's next commit marker
+   * would make them visible beside their reprocessed copies. The pure-JS and in-memory clients do
+   * this; librdkafka adds a partition only by producing to it.
    */
-  releasePendingOffsets(group: GroupMetadata, held: TopicPartition): Promise<void>;
+  releasePendingOffsets(group: GroupMetadata, held: TopicPartition, written?: readonly TopicPartition[]): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -10,7 +10,7 @@ import { Commits } from "./commits.ts";
 import { closeComputeSteps, startComputeSteps } from "./compute-runtime.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
-import type { LoopPlan } from "./plan.ts";
+import { type LoopPlan, stateTopicOf } from "./plan.ts";
 import type { UpstreamHop } from "./repartition.ts";
 import { Session } from "./session.ts";
 import { countEmissions, type Emissions, routesOf, StageRunner } from "./stage-runner.ts";
@@ -66,6 +66,8 @@ export class ConsumerLoop {
   readonly #watchdog: Watchdog;
   /** Stages with a repartition hop, as their upstream side sees them (then watermarks are announced). */
   readonly #upstreamHops: UpstreamHop[];
+  /** Every topic this loop writes to: outputs, dead letters, repartition hops, the state topic. */
+  readonly #writtenTopics: string[];
   /** Started compute steps by stage index; they live as long as the loop, across sessions. */
   #compute = new Map<number, ComputeStep>();
   readonly counters: LoopCounters = emptyCounters();
@@ -90,6 +92,14 @@ export class ConsumerLoop {
       partitions: hop.partitions,
       inputs: new Set(this.#stages[Number(index)]!.def.inputs.map((d) => plan.bindings[d]!.topic)),
     }));
+    const written = new Set<string>();
+    for (const route of [...this.#runner.routes.values()].flat()) {
+      written.add(route.outputTopic);
+      if (route.deadLetterTopic) written.add(route.deadLetterTopic);
+      if (route.toHop) written.add(route.toHop.topic);
+    }
+    if (this.#stages.some((stage) => stage.operator)) written.add(stateTopicOf(plan.pipeline));
+    this.#writtenTopics = [...written];
     const checkpointer = new Checkpointer({ deadlineMs: plan.settings.checkpointDeadlineMs, maxConsecutiveFailures: plan.settings.checkpointMaxFailures });
     const unsafeCommitAhead = plan.unsafeCommitAhead === true && plan.settings.exactlyOnce;
     if (unsafeCommitAhead) this.#log("warn", "FV_UNSAFE_COMMIT_AHEAD=1: exactly-once commits take the offsets of records not yet in their transaction; a crash loses rows (for the kill test only)");
@@ -275,7 +285,7 @@ export class ConsumerLoop {
         if (await this.#commits.checkpoint(session)) lastCheckpoint = now;
       }
       if (session.backgroundError) throw session.backgroundError;
-      if (session.tx) await watchdog.releaseHeld(session, now, () => this.#commits.transaction(session, { flush: true }));
+      if (session.tx) await watchdog.releaseHeld(session, now, () => this.#commits.transaction(session, { flush: true }), () => this.#written(session));
       watchdog.refreshEnds(session, now);
       if (session.revokedMidTransaction) {
         throw new FvError("KAFKA_FENCED", "partitions were revoked while their records were in the open transaction: aborting it and rejoining");
@@ -309,6 +319,12 @@ export class ConsumerLoop {
     } finally {
       session.revokedDuringBatch = undefined;
     }
+  }
+
+  /** Every partition of the topics this loop writes to. */
+  async #written(session: Session): Promise<TopicPartition[]> {
+    const counts = await session.admin.partitionCounts(this.#writtenTopics);
+    return [...counts].flatMap(([topic, count]) => Array.from({ length: count ?? 0 }, (_, partition) => ({ topic, partition })));
   }
 
   /** Watermarks moved: windows, sessions and join buffers they close fire now. */

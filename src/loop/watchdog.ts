@@ -110,7 +110,7 @@ export class Watchdog {
    * them (its timeout, then the coordinator's abort) wait for stale pending commits. Those of this
    * member's own producer id go with an abort; between checkpoints only, never with work open.
    */
-  async releaseHeld(session: Session, now: number, flush: () => Promise<unknown>): Promise<void> {
+  async releaseHeld(session: Session, now: number, flush: () => Promise<unknown>, written: () => Promise<TopicPartition[]>): Promise<void> {
     const tx = session.tx!;
     const releaseMs = this.#timings.heldReleaseMs;
     const held = session.consumer.held?.() ?? [];
@@ -121,7 +121,8 @@ export class Watchdog {
     if (tx.inTransaction) return;
     this.#releasedAt = now;
     this.#log("warn", `${held.map(partitionText).join(", ")} waited ${Math.round((now - this.#heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds only the group, which drops its offset commits that no transaction ends`);
-    await tx.releasePendingOffsets(session.consumer.groupMetadata(), held[0]!);
+    // With the partitions this member writes: records its producer left open go with the offsets.
+    await tx.releasePendingOffsets(session.consumer.groupMetadata(), held[0]!, await written());
     // The consumer reads the partitions once it sees the offsets stable: not a stall meanwhile.
     this.#lastRecord = Date.now();
   }

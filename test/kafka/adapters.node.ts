@@ -238,6 +238,36 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 2n }]);
     });
 
+    // Fault soak (Bun, seeds 32 and 33): the broker dropped a commit's markers (controlled shutdown
+    // of the partitions' only replica): its records stayed open and its offset commit pending.
+    // Releasing that commit must end those records too, or the producer's next commit marker
+    // makes them visible beside their reprocessed copies.
+    test("releasing pending offset commits with the partitions the producer writes puts an abort marker in each and makes nothing visible", { skip: adapter === "confluent" && "librdkafka adds a partition to a transaction only by producing to it" }, async () => {
+      const input = await topicWith(1, [{ topic: "", key: null, value: "a" }]);
+      const output = await topicWith(2);
+      const group = uniqueName("fv-port-release-written");
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const consumer = consumerOf(group, input);
+      await consumer.start();
+      await pollUntil(consumer, 1);
+      const watcher = consumerOf(uniqueName("fv-port-watch"), output);
+      await watcher.start();
+      const ends = async () => (await watcher.endOffsets()).filter((o) => o.topic === output).sort(byPartition).map((o) => o.offset);
+      assert.deepEqual(await ends(), [0n, 0n]);
+      await tx.releasePendingOffsets(consumer.groupMetadata(), { topic: input, partition: 0 }, [{ topic: output, partition: 0 }, { topic: output, partition: 1 }]);
+      assert.equal(tx.inTransaction, false);
+      // The markers are written after EndTxn returns: one control record in each partition.
+      const until = Date.now() + 10_000;
+      while ((await ends()).join() !== "1,1" && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+      assert.deepEqual(await ends(), [1n, 1n]);
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual(values(await admin.readPartition(output, 0)), []);
+      await tx.send([{ topic: output, key: null, value: "next", partition: 1 }]);
+      await tx.commit();
+      assert.deepEqual(values(await admin.readPartition(output, 1)), ["next"]);
+    });
+
     // Kafka's sendOffsetsToTransaction(offsets, consumer.groupMetadata()): the value stands for the
     // consumer, and the transaction finds the library consumer from it; a copy stands for nothing.
     test("offsets on behalf of group metadata that no consumer of this client handed out are refused", async () => {

@@ -851,10 +851,16 @@ class MemoryTransactionalProducer implements TransactionalProducer {
   }
 
   /** Drops pending offset commits of this producer that no open transaction ends. */
-  async releasePendingOffsets(metadata: GroupMetadata, held: TopicPartition): Promise<void> {
+  async releasePendingOffsets(metadata: GroupMetadata, held: TopicPartition, written: readonly TopicPartition[] = []): Promise<void> {
     if (this.#transaction) throw new FvError("KAFKA_FATAL", "releasePendingOffsets with a transaction open");
     this.#checkIssued(metadata, "releasing pending offset commits");
     const registration = this.#registration("releasing pending offset commits");
+    // An aborted transaction that holds the written partitions: an abort marker in each.
+    if (written.length) {
+      const aborted = new Transaction(this.#transactionalId, registration.producerId, registration.epoch);
+      for (const tp of written) aborted.logs.add(this.#kafka.log(tp.topic, tp.partition));
+      this.#kafka.endTransaction(aborted, "abort");
+    }
     const group = this.#kafka.group(metadata.groupId);
     const k = tpKey(held.topic, held.partition);
     const pending = group.pending.get(k);

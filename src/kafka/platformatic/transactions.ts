@@ -152,8 +152,11 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     }
   }
 
-  /** The library adds a group to a transaction without an offset (AddOffsetsToTxn): `held` is not needed. */
-  async releasePendingOffsets(group: GroupMetadata, _held: TopicPartition): Promise<void> {
+  /**
+   * The library adds a group to a transaction without an offset (AddOffsetsToTxn): `held` is not
+   * needed; and partitions without producing (AddPartitionsToTxn): `written` gets abort markers.
+   */
+  async releasePendingOffsets(group: GroupMetadata, _held: TopicPartition, written: readonly TopicPartition[] = []): Promise<void> {
     this.#state.mustBeIdle("releasePendingOffsets");
     const consumer = this.#members.memberOf(group, "releasing pending offset commits");
     const tx = await this.#begin();
@@ -161,6 +164,11 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     this.#state.ended();
     try {
       await tx.addConsumer(consumer);
+      if (written.length) {
+        const metadata = await this.#producer.metadata({ topics: [...new Set(written.map((tp) => tp.topic))] });
+        // The library reads only the topic and partition of these "messages" (nothing is produced).
+        await tx.addPartitions(metadata, written.map((tp) => ({ topic: tp.topic, partition: tp.partition })) as unknown as Parameters<Transaction["addPartitions"]>[1]);
+      }
       await tx.abort();
     } catch (error) {
       throw classify(error, "releasing pending offset commits");
