@@ -120,7 +120,7 @@ export class Watchdog {
     await flush();
     if (tx.inTransaction) return;
     this.#releasedAt = now;
-    this.#log("warn", `${held.map(partitionText).join(", ")} waited ${Math.round((now - this.#heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds only the group, which drops its offset commits that no transaction ends`);
+    this.#log("warn", `${held.map(partitionText).join(", ")} waited ${Math.round((now - this.#heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds the group and every partition it writes, which drops its offset commits that no transaction ends and the records they go with`);
     // With the partitions this member writes: records its producer left open go with the offsets.
     await tx.releasePendingOffsets(session.consumer.groupMetadata(), held[0]!, await written());
     // The consumer reads the partitions once it sees the offsets stable: not a stall meanwhile.
