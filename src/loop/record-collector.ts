@@ -117,11 +117,6 @@ export class RecordCollector {
     return this.#queuedCommits > 0;
   }
 
-  /** Exactly-once: the first failure of a queued request; nothing queued after it runs. */
-  get failure(): FvError | undefined {
-    return this.#failure;
-  }
-
   /** Exactly-once: resolves once everything queued so far has run; rejects with the queue's failure. */
   async settled(): Promise<void> {
     await this.#tail;

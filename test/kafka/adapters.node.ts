@@ -74,6 +74,16 @@ for (const adapter of ADAPTERS) {
         listener: { onAssignment: ({ owned }) => void assignments.push(owned) },
       }));
 
+    /** A ready transactional producer, and a started member of a new group (`prefix`) reading `input`. */
+    async function transactionWithMember(prefix: string, input: string) {
+      const group = uniqueName(prefix);
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      const consumer = consumerOf(group, input);
+      await consumer.start();
+      return { group, tx, consumer };
+    }
+
     test("admin creates a topic once, counts its partitions, and knows a missing one", async () => {
       const topic = await topicWith(3);
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
@@ -159,11 +169,7 @@ for (const adapter of ADAPTERS) {
     test("a transaction commits outputs with the next offsets (offset + 1): a restart reads nothing twice", async () => {
       const input = await topicWith(2, Array.from({ length: 10 }, (_, i) => ({ topic: "", key: null, value: `in${i}`, partition: i % 2 })));
       const output = await topicWith(2);
-      const group = uniqueName("fv-port-eos");
-      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
-      await tx.ready();
-      const consumer = consumerOf(group, input);
-      await consumer.start();
+      const { group, tx, consumer } = await transactionWithMember("fv-port-eos", input);
       const got = await pollUntil(consumer, 10);
       assert.equal(got.length, 10);
       assert.equal(tx.inTransaction, false);
@@ -198,11 +204,7 @@ for (const adapter of ADAPTERS) {
     test("an aborted transaction leaves no output for read_committed readers and commits no offset", async () => {
       const input = await topicWith(1, [{ topic: "", key: null, value: "a" }]);
       const output = await topicWith(1);
-      const group = uniqueName("fv-port-abort");
-      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
-      await tx.ready();
-      const consumer = consumerOf(group, input);
-      await consumer.start();
+      const { group, tx, consumer } = await transactionWithMember("fv-port-abort", input);
       const [record] = await pollUntil(consumer, 1);
       await tx.send([{ topic: output, key: null, value: "aborted" }]);
       await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: record!.offset + 1n }]);
@@ -221,11 +223,7 @@ for (const adapter of ADAPTERS) {
     // be accepted, move no committed offset, and leave the producer ready for the next transaction.
     test("releasing pending offset commits moves no committed offset, and the next transaction commits as usual", async () => {
       const input = await topicWith(1, [{ topic: "", key: null, value: "a" }, { topic: "", key: null, value: "b" }]);
-      const group = uniqueName("fv-port-release");
-      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
-      await tx.ready();
-      const consumer = consumerOf(group, input);
-      await consumer.start();
+      const { group, tx, consumer } = await transactionWithMember("fv-port-release", input);
       const got = await pollUntil(consumer, 2);
       await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: 1n }]);
       await tx.commit();
@@ -245,11 +243,7 @@ for (const adapter of ADAPTERS) {
     test("releasing pending offset commits with the partitions the producer writes puts an abort marker in each and makes nothing visible", { skip: adapter === "confluent" && "librdkafka adds a partition to a transaction only by producing to it" }, async () => {
       const input = await topicWith(1, [{ topic: "", key: null, value: "a" }]);
       const output = await topicWith(2);
-      const group = uniqueName("fv-port-release-written");
-      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
-      await tx.ready();
-      const consumer = consumerOf(group, input);
-      await consumer.start();
+      const { group, tx, consumer } = await transactionWithMember("fv-port-release-written", input);
       await pollUntil(consumer, 1);
       const watcher = consumerOf(uniqueName("fv-port-watch"), output);
       await watcher.start();
@@ -272,11 +266,7 @@ for (const adapter of ADAPTERS) {
     // consumer, and the transaction finds the library consumer from it; a copy stands for nothing.
     test("offsets on behalf of group metadata that no consumer of this client handed out are refused", async () => {
       const input = await topicWith(1, [{ topic: "", key: null, value: "a" }]);
-      const group = uniqueName("fv-port-metadata");
-      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
-      await tx.ready();
-      const consumer = consumerOf(group, input);
-      await consumer.start();
+      const { group, tx, consumer } = await transactionWithMember("fv-port-metadata", input);
       await pollUntil(consumer, 1);
       await assert.rejects(tx.sendOffsets({ ...consumer.groupMetadata() }, [{ topic: input, partition: 0, offset: 1n }]), (error: Error & { code?: string }) =>
         error.code === "KAFKA_FATAL" && /not handed out by a consumer of this/.test(error.message));
@@ -454,11 +444,7 @@ for (const adapter of ADAPTERS) {
     test("offsets sent on behalf of an older generation are refused, and the transaction commits nothing", async () => {
       const input = await topicWith(1, Array.from({ length: 5 }, (_, i) => ({ topic: "", key: null, value: `v${i}` })));
       const output = await topicWith(1);
-      const group = uniqueName("fv-port-generation");
-      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
-      await tx.ready();
-      const consumer = consumerOf(group, input);
-      await consumer.start();
+      const { group, tx, consumer } = await transactionWithMember("fv-port-generation", input);
       const got = await pollUntil(consumer, 5, 15_000);
       const before = consumer.groupMetadata();
       await tx.send(got.map((r) => ({ topic: output, key: null, value: `out-${text(r.value)}` })));
