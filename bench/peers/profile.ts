@@ -17,6 +17,7 @@ import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { delay } from "../../src/async.ts";
+import { summarize } from "../profile-summary.ts";
 
 const [workload = "compute", runtime = "bun", guarantee = "eos", rowsArg = "200000"] = process.argv.slice(2);
 const ROWS = Number(rowsArg);
@@ -115,28 +116,6 @@ console.log(`CPU seconds: ${cpu.map((c) => `${c.cmd.replace(ROOT + "/", "")} ${c
 // 4. the summary: self time per function, and per place (our code, the Kafka client, the runtime)
 const profFile = readdirSync(WORK).find((f) => f.endsWith(".cpuprofile"));
 if (!profFile) throw new Error(`no .cpuprofile in ${WORK}`);
-const prof = JSON.parse(readFileSync(join(WORK, profFile), "utf8")) as { nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number } }>; samples: number[]; timeDeltas: number[] };
-const byId = new Map(prof.nodes.map((n) => [n.id, n]));
-const self = new Map<string, number>();
-const place = new Map<string, number>();
-let total = 0;
-prof.samples.forEach((sid, i) => {
-  const n = byId.get(sid)!;
-  const dt = prof.timeDeltas[i] ?? 0;
-  total += dt;
-  const url = n.callFrame.url.replace(/^file:\/\//, "").replace(ROOT + "/", "");
-  const fn = `${n.callFrame.functionName || "(anonymous)"} ${url ? `${url}:${n.callFrame.lineNumber + 1}` : ""}`.trim();
-  self.set(fn, (self.get(fn) ?? 0) + dt);
-  const where = n.callFrame.functionName === "(idle)" ? "(idle)" : n.callFrame.functionName === "(garbage collector)" ? "(garbage collector)"
-    : url.includes("@platformatic/kafka") ? "@platformatic/kafka" : url.startsWith("src/") ? url.split("/").slice(0, 2).join("/") : url.startsWith("runtime/") ? "runtime/" : url.includes("node_modules/") ? url.split("node_modules/")[1]!.split("/").slice(0, 2).join("/") : url ? url : "(runtime natives, program)";
-  place.set(where, (place.get(where) ?? 0) + dt);
-});
-const busy = total - (place.get("(idle)") ?? 0);
-const pct = (v: number) => `${((100 * v) / total).toFixed(1)}%`;
-console.log(`\nprofile ${join(WORK, profFile)}: ${(total / 1e6).toFixed(1)} s sampled, ${(busy / 1e6).toFixed(1)} s not idle`);
-console.log("\n| self time by place | s | share of samples |\n|---|--:|--:|");
-for (const [k, v] of [...place].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.log(`| ${k} | ${(v / 1e6).toFixed(2)} | ${pct(v)} |`);
-console.log("\n| top self-time functions | s | share of samples |\n|---|--:|--:|");
-for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 20)) console.log(`| \`${k}\` | ${(v / 1e6).toFixed(2)} | ${pct(v)} |`);
+console.log(`\n${summarize(join(WORK, profFile))}`);
 await run(tool(["delete-prefix", name, `fv-state-${name}`]));
 process.exit(0);

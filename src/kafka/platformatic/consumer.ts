@@ -32,6 +32,13 @@ const GROUP_TIMINGS = { sessionTimeout: SESSION_TIMEOUT_MS, heartbeatInterval: H
 export const STABLE_OFFSETS_WAIT_MS = 60_000;
 /** A fetch waits at most this long on the broker for new data: short, so polls stay responsive. */
 const FETCH_MAX_WAIT_MS = 500;
+/**
+ * At most this many bytes of one partition per fetch (the Java consumer's
+ * max.partition.fetch.bytes). The library defaults it to its whole 50 MB fetch, and decodes a
+ * fetch in one go whatever the stream's backpressure says: a member starting behind a full topic
+ * decoded a million 200-byte rows at once (1.5 GB resident, every poll waiting on it).
+ */
+const FETCH_MAX_PARTITION_BYTES = 1024 * 1024;
 
 export class PlatformaticConsumer implements GroupConsumer {
   readonly #consumer: PltConsumer;
@@ -70,6 +77,7 @@ export class PlatformaticConsumer implements GroupConsumer {
       bootstrapBrokers: brokers,
       autocommit: false,
       maxWaitTime: FETCH_MAX_WAIT_MS,
+      maxBytesPerPartition: FETCH_MAX_PARTITION_BYTES,
       partitionAssigner: coPartitionedAssigner,
       ...(options.groupInstanceId ? { groupInstanceId: options.groupInstanceId } : {}),
       // Called before every JoinGroup (the first join and each rejoin), and the library waits for
