@@ -212,13 +212,26 @@ export class Session {
 
   /** The batch's records are processed and acknowledged (or in the transaction): their offsets may be committed. */
   markProcessed(records: readonly InboundRecord[], revoked: PartitionSet): void {
+    // A batch holds long runs of one partition's records: the maps are touched once per run,
+    // with the run's highest offset, not once per record.
+    let run: InboundRecord | undefined;
+    let highest = -1n;
     for (const record of records) {
-      if (revoked.has(record)) continue;
-      const next = record.offset + 1n;
-      const pending = this.pending.get(record);
-      if (!pending || pending.offset < next) this.pending.set(record, { topic: record.topic, partition: record.partition, offset: next });
-      if ((this.positions.get(record) ?? -1n) < next) this.positions.set(record, next);
+      if (run && (record.partition !== run.partition || record.topic !== run.topic)) {
+        this.#advance(run, highest + 1n, revoked);
+        highest = -1n;
+      }
+      run = record;
+      if (record.offset > highest) highest = record.offset;
     }
+    if (run) this.#advance(run, highest + 1n, revoked);
+  }
+
+  #advance(tp: TopicPartition, next: bigint, revoked: PartitionSet): void {
+    if (revoked.has(tp)) return;
+    const pending = this.pending.get(tp);
+    if (!pending || pending.offset < next) this.pending.set(tp, { topic: tp.topic, partition: tp.partition, offset: next });
+    if ((this.positions.get(tp) ?? -1n) < next) this.positions.set(tp, next);
   }
 
   /** Takes the pending offsets worth committing: owned partitions, moving forward. */

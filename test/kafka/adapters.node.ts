@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { resolveKafkaClient } from "../../src/kafka/clients.ts";
+import { partitionOfKey } from "../../src/kafka/murmur2.ts";
 import type { GroupConsumer, InboundRecord, KafkaClient, OutboundRecord, TopicPartition } from "../../src/kafka/port.ts";
 import { countTags, pollFor, pollUntil, writeAbortedAndCommitted } from "../helpers/port.ts";
 import { MemoryKafka } from "./memory-kafka.ts";
@@ -113,6 +114,28 @@ for (const adapter of ADAPTERS) {
       for (const p of [0, 1]) assert.deepEqual(got.filter((r) => r.partition === p).map((r) => r.offset), Array.from({ length: 25 }, (_, i) => BigInt(i)));
       const ends = (await consumer.endOffsets()).sort(byPartition);
       assert.deepEqual(ends, [{ topic, partition: 0, offset: 25n }, { topic, partition: 1, offset: 25n }]);
+    });
+
+    test("a keyed record without a partition lands where Kafka's Java producer puts it (murmur2, toPositive, modulo), plain and transactional", async () => {
+      // Where the Java client puts these keys in 3 partitions (printed by Java: Utils.murmur2 of
+      // "21" is -973932308, of "foobar" -790332482). 3, not a power of two: modulo 4 only the low
+      // bits count, and a `>>> 0` partitioner (the library's own) agrees with Java by chance.
+      const java = new Map([["21", 0], ["foobar", 0], ["abc", 0], ["k1", 2], ["cust-42", 2]]);
+      const keys = [...java.keys(), ...Array.from({ length: 40 }, (_, i) => `key-${i}`)];
+      const topic = await topicWith(3, keys.map((key) => ({ topic: "", key, value: `plain:${key}` })));
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      await tx.ready();
+      await tx.send(keys.map((key) => ({ topic, key, value: `tx:${key}` })));
+      await tx.commit();
+      const consumer = consumerOf(uniqueName("fv-port-group"), topic);
+      await consumer.start();
+      const got = await pollUntil(consumer, keys.length * 2);
+      assert.equal(got.length, keys.length * 2);
+      for (const r of got) {
+        const key = text(r.key)!;
+        assert.equal(r.partition, partitionOfKey(r.key!, 3), `${text(r.value)} is in partition ${r.partition}`);
+        if (java.has(key)) assert.equal(r.partition, java.get(key), `${text(r.value)}: Java puts it in ${java.get(key)}`);
+      }
     });
 
     test("committed offsets are the next to read: a new member of the group starts exactly there", async () => {

@@ -34,6 +34,7 @@
  * const loop = new ConsumerLoop(plan, kafka.client(), log);
  */
 import { FvError } from "../../src/errors.ts";
+import { partitionOfKey } from "../../src/kafka/murmur2.ts";
 import type {
   Admin,
   CommitOffset,
@@ -82,29 +83,6 @@ const decoder = new TextDecoder();
 const tpKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 const bytes = (data: Uint8Array | string | null | undefined): Uint8Array | null =>
   data === null || data === undefined ? null : typeof data === "string" ? encoder.encode(data) : data;
-
-/** Kafka's murmur2 (the Java client's `Utils.murmur2`), so keys land where Kafka's default partitioner puts them. */
-export function murmur2(data: Uint8Array): number {
-  const m = 0x5bd1e995;
-  const length = data.length;
-  let h = 0x9747b28c ^ length;
-  const whole = length & ~3;
-  for (let i = 0; i < whole; i += 4) {
-    let k = data[i]! | (data[i + 1]! << 8) | (data[i + 2]! << 16) | (data[i + 3]! << 24);
-    k = Math.imul(k, m);
-    k ^= k >>> 24;
-    k = Math.imul(k, m);
-    h = Math.imul(h, m) ^ k;
-  }
-  const rest = length & 3;
-  if (rest === 3) h ^= data[whole + 2]! << 16;
-  if (rest >= 2) h ^= data[whole + 1]! << 8;
-  if (rest >= 1) h = Math.imul(h ^ data[whole]!, m);
-  h ^= h >>> 13;
-  h = Math.imul(h, m);
-  h ^= h >>> 15;
-  return h;
-}
 
 /** One transaction of one producer epoch: the partitions it wrote to and the offsets it commits per group. */
 class Transaction {
@@ -381,7 +359,7 @@ export class MemoryKafka {
       const key = bytes(r.key);
       let partition = r.partition;
       if (partition === undefined) {
-        if (key) partition = (murmur2(key) & 0x7fffffff) % logs.length;
+        if (key) partition = partitionOfKey(key, logs.length);
         else this.#roundRobin.set(r.topic, (partition = ((this.#roundRobin.get(r.topic) ?? -1) + 1) % logs.length));
       }
       const log = this.log(r.topic, partition);

@@ -4,9 +4,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
-import { MultipleErrors, murmur2, NetworkError, ProtocolError, ResponseError, TimeoutError, UserError } from "@platformatic/kafka";
+import { MultipleErrors, NetworkError, ProtocolError, ResponseError, TimeoutError, UserError } from "@platformatic/kafka";
 import type { FvError } from "../../src/errors.ts";
 import { classify, retryDelay, topicAlreadyExists, unstableOffsetCommit } from "../../src/kafka/platformatic/errors.ts";
+import { partitionOfKey } from "../../src/kafka/murmur2.ts";
 import { checkWritten } from "../../src/kafka/platformatic/producer.ts";
 
 describe("the platformatic adapter sorts library errors by their properties", () => {
@@ -70,7 +71,7 @@ describe("the platformatic adapter sorts library errors by their properties", ()
 describe("a send the library acknowledged must have written to every partition it had records for", () => {
   const producer = { currentMetadata: { topics: new Map([["out", { partitionsCount: 8 }]]) } } as never;
   const keyed = (key: string) => ({ topic: "out", key: Buffer.from(key), value: Buffer.from("v"), partition: undefined, headers: undefined });
-  const partitionOf = (key: string) => (murmur2(Buffer.from(key)) >>> 0) % 8;
+  const partitionOf = (key: string) => partitionOfKey(Buffer.from(key), 8);
 
   test("every partition named in the results: fine", () => {
     const messages = [keyed("a"), keyed("b"), { ...keyed("c"), partition: 11 }];

@@ -70,6 +70,9 @@ export function producerConfig(brokers: string[], clientId: string): Rd.Producer
     // A topic-level property; librdkafka takes it in the global config as the default.
     ...({ "message.timeout.ms": DELIVERY_TIMEOUT_MS } as Rd.ProducerGlobalConfig),
     "queue.buffering.max.messages": 1_000_000,
+    // A topic-level property too. Kafka's default partitioner (the Java producer's; src/kafka/murmur2.ts), not librdkafka's
+    // CRC32 one: a key lands in the same partition whichever client wrote it.
+    ...({ partitioner: "murmur2_random" } as Rd.ProducerGlobalConfig),
     "dr_cb": true,
   };
 }

@@ -3,11 +3,12 @@
  * checked against what the library says it wrote.
  */
 import type { Buffer } from "node:buffer";
-import { murmur2, Producer as PltProducer } from "@platformatic/kafka";
+import { Producer as PltProducer } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
 import type { OutboundRecord, Producer } from "../port.ts";
 import { classify } from "./errors.ts";
-import { type OutgoingMessage, toMessage } from "./records.ts";
+import { partitionOfKey } from "../murmur2.ts";
+import { type OutgoingMessage, partitioner, toMessage } from "./records.ts";
 
 /**
  * Produce requests stay under the broker's message.max.bytes (1 MiB by default): a send is split
@@ -56,7 +57,7 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
  * Checks that a send the library acknowledged wrote to every partition it had records for: the
  * produce results name each partition written. In a fault soak, a transaction whose sends had
  * all resolved held 3 of a batch's 437 records (the rest were never written, not even aborted),
- * and its offsets committed: the rows were lost. Keyed records go where the library's default
+ * and its offsets committed: the rows were lost. Keyed records go where Kafka's default
  * partitioner puts them (murmur2 of the key, modulo the partition count); keyless ones are not
  * checked. A gap is retryable: the transaction aborts (exactly-once), the send is retried
  * (at-least-once).
@@ -72,7 +73,7 @@ export function checkWritten(producer: PltProducer, messages: OutgoingMessage[],
   for (const m of messages) {
     const count = metadata?.topics.get(m.topic)?.partitionsCount;
     if (!count || perTopic.get(m.topic) === count || (m.partition === undefined && !m.key)) continue;
-    const partition = m.partition !== undefined ? m.partition % count : (murmur2(m.key!) >>> 0) % count;
+    const partition = m.partition !== undefined ? m.partition % count : partitionOfKey(m.key!, count);
     if (!written.has(`${m.topic}\u0000${partition}`)) {
       throw new FvError("KAFKA_RETRYABLE", `the client acknowledged a send that wrote nothing to ${m.topic}[${partition}] (${offsets.length} partitions written)`);
     }
@@ -83,7 +84,7 @@ export class PlatformaticProducer implements Producer {
   readonly #producer: PltProducer;
   constructor(brokers: string[], clientId: string) {
     // Idempotent: a retried send (e.g. while a new topic's leaders settle) never writes a record twice.
-    this.#producer = new PltProducer({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false });
+    this.#producer = new PltProducer({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false, partitioner });
   }
 
   async send(records: OutboundRecord[]): Promise<void> {

@@ -6,7 +6,7 @@ import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, Trans
 import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import { classify, retryDelay } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
-import { toMessage } from "./records.ts";
+import { partitioner, toMessage } from "./records.ts";
 
 /** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
 const ABORT_WAIT_MS = 60_000;
@@ -35,6 +35,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       idempotent: true,
       acks: -1,
       autocreateTopics: false,
+      partitioner,
       // The library sends its request timeout as the transaction timeout.
       timeout: TRANSACTION_TIMEOUT_MS,
       // InitProducerId must carry -1/-1 for a new producer. The library's default (0/0) makes the

@@ -1,0 +1,37 @@
+/**
+ * Kafka's default partition of a keyed record, as the Java producer (and so Kafka Streams) and
+ * librdkafka's `murmur2_random` pick it: `toPositive(murmur2(key)) % partitions`. Every client
+ * the engine drives partitions this way, so a key lands in the same partition whichever client
+ * wrote it, and topics written by Java producers stay co-partitioned with ours (joins).
+ *
+ * @example
+ * partitionOfKey(new TextEncoder().encode("21"), 4); // → toPositive(-973932308) % 4
+ */
+
+/** The Java client's `Utils.murmur2`, in 32-bit integer arithmetic (no BigInt). */
+export function murmur2(data: Uint8Array): number {
+  const m = 0x5bd1e995;
+  const length = data.length;
+  let h = 0x9747b28c ^ length;
+  const whole = length & ~3;
+  for (let i = 0; i < whole; i += 4) {
+    let k = data[i]! | (data[i + 1]! << 8) | (data[i + 2]! << 16) | (data[i + 3]! << 24);
+    k = Math.imul(k, m);
+    k ^= k >>> 24;
+    k = Math.imul(k, m);
+    h = Math.imul(h, m) ^ k;
+  }
+  const rest = length & 3;
+  if (rest === 3) h ^= data[whole + 2]! << 16;
+  if (rest >= 2) h ^= data[whole + 1]! << 8;
+  if (rest >= 1) h = Math.imul(h ^ data[whole]!, m);
+  h ^= h >>> 13;
+  h = Math.imul(h, m);
+  h ^= h >>> 15;
+  return h;
+}
+
+/** The partition Kafka's default partitioner gives `key` in a topic of `partitions` partitions. */
+export function partitionOfKey(key: Uint8Array, partitions: number): number {
+  return (murmur2(key) & 0x7fffffff) % partitions;
+}
