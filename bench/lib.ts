@@ -67,6 +67,37 @@ export async function timeEngine(
   return n / ((doneAt - started) / 1000);
 }
 
+export interface EngineRun {
+  /** Records per second from start (group join, restores included) to the last record processed. */
+  total: number;
+  /** Records per second from the first record processed to the last. */
+  steady: number;
+  final: BuildRecord;
+}
+
+/** runStream with `steps` over `input` as pipeline `name` (its group and state topic) until `n` records are consumed. */
+export async function runEngine(name: string, input: string, n: number, steps: Array<Record<string, unknown>>, env: Record<string, string> = {}): Promise<EngineRun> {
+  let first: { at: number; consumed: number } | undefined;
+  let doneAt = 0;
+  const started = performance.now();
+  const host: ControlPlane = {
+    topology: async () => ({ stages: [{ inputs: ["in"], output: "out", steps: steps as Array<{ op: string }> }] }),
+    resolveTopic: async (dataset) => ({ apiName: dataset, topic: dataset === "in" ? input : `${name}-out`, brokers: BROKERS, policy: {}, source: "kafka", sink: "kafka" }),
+    heartbeat: async () => (doneAt ? BuildSignal.Stop : BuildSignal.Continue),
+    putRecord: async (_id: string, record: BuildRecord) => {
+      const consumed = record.metrics?.consumed ?? 0;
+      if (!first && consumed > 0) first = { at: performance.now(), consumed };
+      if (!doneAt && consumed >= n) doneAt = performance.now();
+    },
+  };
+  const settings = parseSettings({ STREAM_BROKERS: BROKERS, STREAM_RECORD_INTERVAL_MS: "100", STREAM_HEARTBEAT_INTERVAL_MS: "100", ...env });
+  const final = await runStream(host, name, name, { id: name, pipeline: name, kind: "stream", status: "STARTING" }, { settings });
+  if (final.status === "FAILED" || !doneAt) throw new Error(`${name} ended ${final.status} after ${final.metrics?.consumed} records: ${final.error ?? ""}`);
+  const steadyMs = doneAt - first!.at;
+  // `steady` needs at least two build records apart (they come every 100 ms).
+  return { total: n / ((doneAt - started) / 1000), steady: steadyMs > 0 && first!.consumed < n ? (n - first!.consumed) / (steadyMs / 1000) : NaN, final };
+}
+
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 export const fmt = (n: number) => Math.round(n).toLocaleString("en").padStart(9);
 export const runtimeName = () => (typeof Bun !== "undefined" ? `bun ${Bun.version}` : "deno");

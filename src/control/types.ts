@@ -103,7 +103,7 @@ export interface BuildMetrics extends StreamCounters {
   late: number;
   /** Rows written, re-keyed, to repartition topics (consumed back from there, they are not counted in `consumed` again). */
   repartitioned: number;
-  /** State restore: changelog records read and the time it took. */
+  /** State restore: changelog records read, and the time restores ran (wall clock: tasks restore in parallel). */
   restoredRecords: number;
   restoreMs: number;
   /** Live state now (not a running total): keys and approximate bytes over all stateful tasks. */
@@ -117,6 +117,8 @@ export interface BuildMetrics extends StreamCounters {
   /** Owned input partitions; for a stateful stage's input, its live state size too. */
   partitions: Array<{ topic: string; partition: number; offset?: number; lag?: number; stateKeys?: number; stateBytes?: number; restoring?: boolean }>;
   recordsPerSecond: number;
+  /** The restore rate so far: restoredRecords ÷ restoreMs, in changelog records per second (0 before any restore). */
+  restoreRecordsPerSecond: number;
 }
 
 /**

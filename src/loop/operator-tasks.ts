@@ -111,6 +111,12 @@ export class OperatorTasks {
   /** Restores in flight, by (stage index, partition): a second caller waits for the same one. */
   readonly #loading = new PairMap<number, number, Promise<Task>>();
   /**
+   * Restores under way, and since when one has been: `counters.restoreMs` counts the time any
+   * restore ran (tasks restore in parallel, so their own times would add up to more than that).
+   */
+  #restoring = 0;
+  #restoringSince = 0;
+  /**
    * Per partition, how many times it was released (revoked or no longer owned). A restore begun
    * before a release is not kept: another member may have moved the partition's state on since it
    * read the changelog, and the next owner, or this one when it gets the partition back, reads it again.
@@ -141,7 +147,9 @@ export class OperatorTasks {
     if (existing) return Promise.resolve(existing);
     let loading = this.#loading.get(stage.index, partition);
     if (!loading) {
+      if (this.#restoring++ === 0) this.#restoringSince = Date.now();
       const started = this.#load(stage, partition).finally(() => {
+        if (--this.#restoring === 0) this.counters.restoreMs += Date.now() - this.#restoringSince;
         if (this.#loading.get(stage.index, partition) === started) this.#loading.delete(stage.index, partition);
       });
       this.#loading.set(stage.index, partition, (loading = started));
@@ -150,7 +158,6 @@ export class OperatorTasks {
   }
 
   async #load(stage: CompiledStage, partition: number): Promise<Task> {
-    const started = Date.now();
     const releases = this.#releases.get(partition) ?? 0;
     const topics = [...this.#stageTopics(stage)];
     for (let attempt = 1; ; attempt++) {
@@ -173,7 +180,7 @@ export class OperatorTasks {
       //    offset of every partition it committed. Behind means the changelog's commit marker had
       //    not arrived yet; starting from the committed offset would lose the rows in between.
       const behind = committed.filter((c) => c.offset >= 0n && read.covered.has(c.topic) && read.covered.get(c.topic)! < c.offset);
-      if (behind.length === 0) return this.#install(stage, partition, read, records.length, started, releases);
+      if (behind.length === 0) return this.#install(stage, partition, read, records.length, releases);
       const what = behind.map((c) => `${c.topic}[${partition}] state at ${read.covered.get(c.topic)}, committed ${c.offset}`).join(", ");
       if (attempt >= RESTORE_ATTEMPTS) {
         throw new FvError("KAFKA_RETRYABLE", `the state of stage ${stage.index + 1} does not cover the committed input offsets after ${attempt} reads (${what}): starting over`);
@@ -215,7 +222,7 @@ export class OperatorTasks {
     return { entries, covered, eventTimes, heard };
   }
 
-  #install(stage: CompiledStage, partition: number, read: DecodedState, restored: number, started: number, releases: number): Task {
+  #install(stage: CompiledStage, partition: number, read: DecodedState, restored: number, releases: number): Task {
     const { entries, covered, eventTimes, heard } = read;
     const op = stage.operator!.compiled.create();
     op.restore(entries);
@@ -233,7 +240,6 @@ export class OperatorTasks {
     const current = (this.#releases.get(partition) ?? 0) === releases;
     if (current && (!this.#ownedPartitions || this.#ownedPartitions.has(partition))) this.#tasks.set(stage.index, partition, task);
     this.counters.restoredRecords += restored;
-    this.counters.restoreMs += Date.now() - started;
     return task;
   }
 

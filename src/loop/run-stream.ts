@@ -108,6 +108,7 @@ export async function runStream(
         kafkaClient,
         partitions: handles.flatMap((h) => h.owned()).sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition),
         recordsPerSecond: lastRate.perSecond,
+        restoreRecordsPerSecond: counters.restoreMs > 0 ? Math.round((counters.restoredRecords * 1000) / counters.restoreMs) : 0,
       },
     };
     return current;

@@ -42,6 +42,7 @@ const RECORD: BuildRecord = {
     consumers: 2,
     partitions: [{ topic: "trades", partition: 0 }, { topic: "trades", partition: 1 }],
     recordsPerSecond: 250,
+    restoreRecordsPerSecond: 0,
   },
 };
 

@@ -7,11 +7,15 @@ import type { Admin, CommitOffset, InboundRecord, TopicSpec } from "../port.ts";
 import { byTopic, createMissingTopics, partitionsOf } from "../shared.ts";
 import { STABLE_OFFSETS_WAIT_MS } from "./consumer.ts";
 import { classify, topicAlreadyExists, unstableOffsetCommit } from "./errors.ts";
-import { type LibraryMessage, READ_COMMITTED, toInbound } from "./records.ts";
+import { READ_COMMITTED } from "./records.ts";
 
-/** A state restore read without progress for this long starts over from where it got, at most this many times. */
+/** A state restore read without progress for this long gives up (retryable: the restore reads again). */
 const READ_STALL_MS = 10_000;
-const READ_ATTEMPTS = 5;
+/** Bytes of one partition per Fetch of a state restore (the broker's fetch.max.bytes is 55 MB). */
+const READ_PARTITION_BYTES = 32 * 1024 * 1024;
+/** The control bit of a record batch's attributes (commit and abort markers). */
+const CONTROL_BATCH = 1 << 5;
+const EMPTY = new Uint8Array(0);
 
 export class PlatformaticAdmin implements Admin {
   readonly #admin: PltAdmin;
@@ -52,82 +56,67 @@ export class PlatformaticAdmin implements Admin {
     });
   }
 
+  /**
+   * Reads a partition with Fetch requests of its own, sent straight to the partition's leader: no
+   * consumer group to join (a join cost each restore up to a second), no message stream, and
+   * fetches of up to READ_PARTITION_BYTES. read_committed, with aborted transactions dropped by
+   * Kafka's own rule (../aborted-transactions.ts), up to the last stable offset at the start.
+   */
   async readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
     const out: InboundRecord[] = [];
-    let end = -1n;
-    // A read that makes no progress for a while starts over from where it got, with a fresh
-    // consumer: the library's fetch loop was seen to stall (docs/ARCHITECTURE.md, known issues).
-    for (let attempt = 1; ; attempt++) {
-      const next = out.length ? out[out.length - 1]!.offset + 1n : 0n;
-      const result = await this.#readFrom(topic, partition, next, end, out);
-      end = result.end;
-      if (result.done) return out;
-      if (attempt >= READ_ATTEMPTS) {
-        throw new FvError("KAFKA_RETRYABLE", `reading ${topic}[${partition}] made no progress after ${attempt} attempts (at offset ${result.position} of ${end})`);
-      }
-    }
-  }
-
-  /** Reads `topic[partition]` from `from` up to its end into `out`; `done: false` when it stalled first. */
-  async #readFrom(topic: string, partition: number, from: bigint, knownEnd: bigint, out: InboundRecord[]): Promise<{ done: boolean; end: bigint; position: bigint }> {
-    // A throwaway group with a manual start offset; other partitions start at their end.
-    const consumer = new PltConsumer({
-      groupId: `fv-restore-${crypto.randomUUID()}`,
-      clientId: `${this.#clientId}-restore`,
-      bootstrapBrokers: this.#brokers,
-      autocommit: false,
-      maxWaitTime: 100,
-    });
-    filterAbortedTransactions(consumer);
-    // A failed group rejoin is emitted as "error"; the stall watchdog below retries the read.
-    consumer.on("error", () => {});
-    let position = from;
+    const reader = new PltConsumer({ groupId: `fv-read-${crypto.randomUUID()}`, clientId: `${this.#clientId}-read`, bootstrapBrokers: this.#brokers, autocommit: false });
+    filterAbortedTransactions(reader);
     try {
-      let end = knownEnd;
-      if (end < 0n) {
-        const ends = await consumer.listOffsets({ topics: [topic], isolationLevel: READ_COMMITTED });
-        end = ends.get(topic)?.[partition] ?? 0n;
+      const end = (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, isolationLevel: READ_COMMITTED })).get(topic)?.[partition] ?? 0n;
+      // The log's start: 0 unless records were deleted from the front (EARLIEST is timestamp -2).
+      let position = (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, timestamp: -2n })).get(topic)?.[partition] ?? 0n;
+      let idle = 0;
+      while (position < end) {
+        const metadata = await reader.metadata({ topics: [topic] });
+        const info = metadata.topics.get(topic);
+        const leader = info?.partitions[partition]?.leader;
+        if (!info || leader === undefined || leader < 0) throw new FvError("KAFKA_RETRYABLE", `${topic}[${partition}] has no leader to read from`);
+        const response = await reader.fetch({
+          node: leader,
+          topics: [{ topicId: info.id, partitions: [{ partition, fetchOffset: position, partitionMaxBytes: READ_PARTITION_BYTES, currentLeaderEpoch: -1, lastFetchedEpoch: -1 }] }],
+          isolationLevel: READ_COMMITTED,
+          maxBytes: READ_PARTITION_BYTES,
+          maxWaitTime: 100,
+        });
+        const fetched = response.responses[0]?.partitions.find((p) => p.partitionIndex === partition);
+        const before = position;
+        for (const batch of fetched?.records ?? []) {
+          const next = batch.firstOffset + BigInt(batch.lastOffsetDelta) + 1n;
+          if (!(batch.attributes & CONTROL_BATCH)) {
+            for (const record of batch.records) {
+              const offset = batch.firstOffset + BigInt(record.offsetDelta);
+              if (offset < position || offset >= end) continue;
+              out.push({
+                topic,
+                partition,
+                offset,
+                timestamp: batch.firstTimestamp + record.timestampDelta,
+                key: record.key ?? null,
+                value: record.value ?? null,
+                headers: record.headers.map(([k, v]) => [k?.toString() ?? "", v ?? EMPTY]),
+              });
+            }
+          }
+          if (next > position) position = next;
+        }
+        // A fetch that moves nothing (the stable offset not reached yet, a leader moving) is asked
+        // again shortly; one that never moves is a stall the restore retries.
+        if (position === before && ++idle * 100 > READ_STALL_MS) {
+          throw new FvError("KAFKA_RETRYABLE", `reading ${topic}[${partition}] made no progress for ${READ_STALL_MS / 1000} s (at offset ${position} of ${end})`);
+        }
+        if (position !== before) idle = 0;
+        else await delay(100);
       }
-      if (from >= end) return { done: true, end, position };
-      const stream = await consumer.consume({ topics: [topic], mode: "manual", offsets: [{ topic, partition, offset: from }], autocommit: false });
-      const key = `${topic}:${partition}`;
-      let progressAt = Date.now();
-      const done = await new Promise<boolean>((resolve, reject) => {
-        const watchdog = setInterval(() => {
-          if (Date.now() - progressAt > READ_STALL_MS) {
-            clearInterval(watchdog);
-            resolve(false);
-          }
-        }, 500);
-        const check = () => {
-          const fetched = stream.offsetsToFetch.get(key) ?? 0n;
-          if (fetched > position) {
-            position = fetched;
-            progressAt = Date.now();
-          }
-          if (fetched >= end) {
-            clearInterval(watchdog);
-            resolve(true);
-          }
-        };
-        stream.on("data", (message: LibraryMessage) => {
-          if (message.partition !== partition || message.offset >= end || message.offset < from) return;
-          if (out.length && message.offset <= out[out.length - 1]!.offset) return;
-          out.push(toInbound(message));
-          progressAt = Date.now();
-        });
-        stream.on("fetch", check);
-        stream.on("error", (error) => {
-          clearInterval(watchdog);
-          reject(error);
-        });
-      });
-      await Promise.race([stream.close(), delay(5000)]);
-      return { done, end, position };
+      return out;
     } catch (error) {
       throw classify(error, `reading ${topic}[${partition}]`);
     } finally {
-      await Promise.race([Promise.resolve(consumer.close(true)).catch(() => {}), delay(5000)]);
+      await Promise.race([Promise.resolve(reader.close(true)).catch(() => {}), delay(5000)]);
     }
   }
 

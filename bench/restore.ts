@@ -1,0 +1,88 @@
+/**
+ * State restore rate as the key count grows: for each key count K, a windowedAggregate pipeline
+ * (one row per key, one window, so K live state keys) runs once over a fresh 4-partition input
+ * and checkpoints its changelog; then, in one run:
+ *
+ *   - the engine restarted (one new row per partition makes every partition's task restore): its
+ *     build record's restoredRecords ÷ restoreMs, the figure users see;
+ *   - the parts of it, per partition: admin.readPartition (read_committed, up to the end) and
+ *     decode + op.restore;
+ *   - Kafka's ConsumerPerformance reading the same changelog topic (the read ceiling), when the
+ *     Java side is built (bash bench/peers/build.sh).
+ *
+ *   bun bench/restore.ts [keys=300000,3000000]
+ *
+ * Figures are printed, nothing is asserted; ratios are within this run.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { BROKERS, client, fmt, nextName, runEngine, runtimeName } from "./lib.ts";
+
+const KEY_COUNTS = (process.argv[2] ?? "300000,3000000").split(",").map(Number);
+const PARTITIONS = 4;
+const BASE = 1_717_000_000_000;
+const ROOT = resolve(import.meta.dirname, "..");
+const KS_DIR = join(ROOT, "bench/peers/kafka-streams");
+const step = { op: "windowedAggregate", timeColumn: "ts", windowMs: 3_600_000, groupBy: ["key"], aggs: [{ op: "count" }, { op: "sum", column: "qty" }] };
+
+async function load(topic: string, keys: number): Promise<void> {
+  const admin = client.admin({ clientId: "bench-admin" });
+  await admin.createTopics([{ topic, partitions: PARTITIONS }]);
+  await admin.close();
+  const producer = client.producer({ clientId: "bench-loader" });
+  for (let i = 0; i < keys; i += 5000) {
+    const batch = [];
+    for (let j = i; j < Math.min(keys, i + 5000); j++) batch.push({ topic, key: `k${j}`, value: JSON.stringify({ key: `k${j}`, qty: 1 + (j % 50), ts: BASE + (j % 1000) }) });
+    await producer.send(batch);
+  }
+  await producer.close();
+}
+
+function consumerPerformance(topic: string, n: number): number | undefined {
+  if (!existsSync(join(KS_DIR, "target/lib"))) return undefined;
+  const r = spawnSync("java", ["-Xmx1g", `-Dlog4j2.configurationFile=${KS_DIR}/log4j2.properties`, "-cp", `${KS_DIR}/target/lib/*`, "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", BROKERS, "--topic", topic, "--num-records", String(n)], { encoding: "utf8", maxBuffer: 64 << 20 });
+  const lines = r.stdout.trim().split("\n");
+  const header = lines.findIndex((l) => l.startsWith("start.time"));
+  if (header < 0) return undefined;
+  const cols = lines[header]!.split(",").map((s) => s.trim());
+  const vals = lines[header + 1]!.split(",").map((s) => s.trim());
+  return Number(vals[cols.indexOf("nMsg.sec")]);
+}
+
+console.log(`restore rate by key count (${runtimeName()}, windowedAggregate, ${PARTITIONS} partitions)\n`);
+for (const keys of KEY_COUNTS) {
+  const name = nextName("bench-restore");
+  const input = `${name}-in`;
+  await load(input, keys);
+  const first = await runEngine(name, input, keys, [step]);
+  const stateTopic = `fv-state-${name}`;
+  // What the first run left uncommitted is read again by the restart.
+  const admin0 = client.admin({ clientId: "bench-restore" });
+  const committed = (await admin0.committedOffsets(`fv-stream-${name}`, [input])).reduce((n, c) => n + Math.max(0, Number(c.offset)), 0);
+  await admin0.close();
+  // The restart: one new row per partition.
+  const producer = client.producer({ clientId: "bench-restart" });
+  await producer.send(Array.from({ length: PARTITIONS }, (_, p) => ({ topic: input, partition: p, key: `restart${p}`, value: JSON.stringify({ key: `restart${p}`, qty: 1, ts: BASE }) })));
+  await producer.close();
+  const restart = await runEngine(name, input, keys - committed + PARTITIONS, [step]);
+  const m = restart.final.metrics!;
+  const engineRate = m.restoredRecords / (m.restoreMs / 1000);
+  // The parts, per partition, in this process.
+  const admin = client.admin({ clientId: "bench-restore" });
+  let readMs = 0;
+  let records = 0;
+  for (let p = 0; p < PARTITIONS; p++) {
+    const t0 = performance.now();
+    records += (await admin.readPartition(stateTopic, p)).length;
+    readMs += performance.now() - t0;
+  }
+  await admin.close();
+  const readRate = records / (readMs / 1000);
+  const ceiling = consumerPerformance(stateTopic, records);
+  console.log(`${keys.toLocaleString("en")} keys: first run ${fmt(first.total)} rows/s; changelog ${records.toLocaleString("en")} records`);
+  console.log(`  restart (build record)    restoredRecords ${m.restoredRecords.toLocaleString("en")} in restoreMs ${m.restoreMs} → ${fmt(engineRate)} records/s, state keys ${m.stateKeys.toLocaleString("en")}`);
+  console.log(`  admin.readPartition ×${PARTITIONS}    ${Math.round(readMs)} ms → ${fmt(readRate)} records/s`);
+  if (ceiling) console.log(`  ConsumerPerformance       ${fmt(ceiling)} records/s   restore ÷ it ${(engineRate / ceiling).toFixed(2)}, read ÷ it ${(readRate / ceiling).toFixed(2)}`);
+}
+process.exit(0);
