@@ -76,7 +76,15 @@ export interface EngineRun {
 }
 
 /** runStream with `steps` over `input` as pipeline `name` (its group and state topic) until `n` records are consumed. */
-export async function runEngine(name: string, input: string, n: number, steps: Array<Record<string, unknown>>, env: Record<string, string> = {}): Promise<EngineRun> {
+export async function runEngine(
+  name: string,
+  input: string,
+  n: number,
+  steps: Array<Record<string, unknown>>,
+  env: Record<string, string> = {},
+  /** When the run counts as done; default: `n` records consumed. */
+  done: (metrics: NonNullable<BuildRecord["metrics"]>) => boolean = (m) => m.consumed >= n,
+): Promise<EngineRun> {
   let first: { at: number; consumed: number } | undefined;
   let doneAt = 0;
   const started = performance.now();
@@ -87,7 +95,7 @@ export async function runEngine(name: string, input: string, n: number, steps: A
     putRecord: async (_id: string, record: BuildRecord) => {
       const consumed = record.metrics?.consumed ?? 0;
       if (!first && consumed > 0) first = { at: performance.now(), consumed };
-      if (!doneAt && consumed >= n) doneAt = performance.now();
+      if (!doneAt && record.metrics && done(record.metrics)) doneAt = performance.now();
     },
   };
   const settings = parseSettings({ STREAM_BROKERS: BROKERS, STREAM_RECORD_INTERVAL_MS: "100", STREAM_HEARTBEAT_INTERVAL_MS: "100", ...env });

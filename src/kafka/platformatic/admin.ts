@@ -11,8 +11,12 @@ import { READ_COMMITTED } from "./records.ts";
 
 /** A state restore read without progress for this long gives up (retryable: the restore reads again). */
 const READ_STALL_MS = 10_000;
-/** Bytes of one partition per Fetch of a state restore (the broker's fetch.max.bytes is 55 MB). */
-const READ_PARTITION_BYTES = 32 * 1024 * 1024;
+/**
+ * Bytes of one partition per Fetch of a state restore. Larger is slower: the library reads a
+ * response through a list of its socket chunks, searched from the first for every field (a
+ * 1.5M-record changelog read in 3.7 s with 32 MB fetches, 2.2 s with 4 MB).
+ */
+const READ_PARTITION_BYTES = 4 * 1024 * 1024;
 /** The control bit of a record batch's attributes (commit and abort markers). */
 const CONTROL_BATCH = 1 << 5;
 const EMPTY = new Uint8Array(0);
