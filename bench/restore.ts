@@ -59,6 +59,10 @@ for (const keys of KEY_COUNTS) {
   // Done once every key is in the state: the rows cross a repartition hop (grouped by a column) first.
   const first = await runEngine(name, input, keys, [step], {}, (m) => m.stateKeys >= keys);
   const stateTopic = `fv-state-${name}`;
+  // The restart: one new row per partition.
+  const producer = client.producer({ clientId: "bench-restart" });
+  await producer.send(Array.from({ length: PARTITIONS }, (_, p) => ({ topic: input, partition: p, key: `restart${p}`, value: JSON.stringify({ key: `restart${p}`, qty: 1, ts: BASE }) })));
+  await producer.close();
   const restart = await runEngine(name, input, PARTITIONS, [step], {}, (m) => m.stateKeys >= keys + PARTITIONS);
   const m = restart.final.metrics!;
   const engineRate = m.restoredRecords / (m.restoreMs / 1000);

@@ -37,12 +37,17 @@ export interface HopWatermark {
   idle: boolean;
 }
 
-/** Upstream side: a row (already through the steps before the operator) as a record of the hop, keyed by the operator's key. */
-export function hopRecord(hop: { topic: string; keyColumns: readonly string[] }, row: Row, from: InboundRecord, input: { index: number; join: boolean }): OutboundRecord {
+/**
+ * Upstream side: a row (already through the steps before the operator) as a record of the hop,
+ * keyed by the operator's key. `unchanged`: no step ran on the row, so the source record's value
+ * bytes go as they came (a valid JSON object, read the same downstream) instead of the row
+ * encoded again.
+ */
+export function hopRecord(hop: { topic: string; keyColumns: readonly string[] }, row: Row, from: InboundRecord, input: { index: number; join: boolean; unchanged?: boolean }): OutboundRecord {
   return {
     topic: hop.topic,
     key: rowKeyText(row, hop.keyColumns),
-    value: JSON.stringify(row),
+    value: input.unchanged && from.value ? from.value : JSON.stringify(row),
     headers: [
       [HOP_SOURCE_HEADER, partitionText(from)],
       [HOP_OFFSET_HEADER, String(from.offset)],

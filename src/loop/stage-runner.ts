@@ -177,7 +177,7 @@ export class StageRunner {
             this.#isolate(e, route, error, { record });
             continue;
           }
-          e.out.push(hopRecord(route.toHop, row, record, { index: route.inputIndex, join: route.stage.def.inputs.length > 1 }));
+          e.out.push(hopRecord(route.toHop, row, record, { index: route.inputIndex, join: route.stage.def.inputs.length > 1, unchanged: route.stage.nothingBefore }));
           e.repartitioned++;
           ctx.upstream!.note(route.stage.index, record, time);
         } else if (route.stage.operator) {

@@ -53,6 +53,8 @@ export interface CompiledStage {
   readonly operator?: StageOperator;
   /** Runs the inline steps before the compute step (all steps when there is none). Throws for poison. */
   readonly before: (row: Row) => Row | null;
+  /** `before` has no steps: it hands back the row as decoded. */
+  readonly nothingBefore: boolean;
   /** Runs the inline steps after the compute step on each of its output rows. */
   readonly after: (row: Row) => Row | null;
   /** Runs all steps of a stage without a compute step: the output row, or null when dropped. */
@@ -157,7 +159,7 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
       throw new Error(`stage ${index + 1} has a ${compute ? "compute" : "stateful"} step: run it through the stream loop`);
     }
     : runBefore;
-  return { index, def, steps, compute, operator, before: runBefore, after: chain(after), process };
+  return { index, def, steps, compute, operator, before: runBefore, nothingBefore: before.length === 0, after: chain(after), process };
 }
 
 function compileOperator(raw: { op: string }, stage: number, step: number, inputs: number): CompiledOperator {

@@ -28,6 +28,15 @@ describe("hop records", () => {
     expect(readWatermark(back)).toBeUndefined();
   });
 
+  test("a row no step changed goes with its source value's bytes as they came; a changed one is encoded again", () => {
+    const from = { ...source(2, 41), value: encoder.encode('{"sym": "ACME",  "px": 1e2}') };
+    const unchanged = hopRecord(hop, { sym: "ACME", px: 100 }, from, { index: 0, join: false, unchanged: true });
+    expect(unchanged.key).toBe("ACME");
+    expect(unchanged.value).toBe(from.value);
+    const changed = hopRecord(hop, { sym: "ACME", px: 100, side: "buy" }, from, { index: 0, join: false });
+    expect(changed.value).toBe(JSON.stringify({ sym: "ACME", px: 100, side: "buy" }));
+  });
+
   test("a join's row says which input it belongs to; a single-input stage's does not", () => {
     expect(hopInputOf(readBack(hopRecord(hop, { sym: "A" }, source(0, 0), { index: 1, join: true })))).toBe(1);
     expect(hopRecord(hop, { sym: "A" }, source(0, 0), { index: 0, join: false }).headers!.map(([k]) => k)).toEqual(["fv.source", "fv.offset"]);
