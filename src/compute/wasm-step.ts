@@ -23,17 +23,34 @@ import type { FromPluginHost, PluginOptions } from "./plugin-protocol.ts";
 import { type ComputeCounters, newCounters } from "./counters.ts";
 import { type ComputeResult, PoisonReasons } from "./results.ts";
 
+/** Chunks of one batch handed to the client at a time (one runs in the plugin, the others wait encoded). */
+const CHUNKS_IN_FLIGHT = 4;
 /** A plugin host gets this long to load and compile the module (a Go module takes about a second). */
 const START_TIMEOUT_MS = 30_000;
 
 interface Pending {
   id: number;
-  settle(outcome: CallOutcome): void;
+  /** The call is over: the next queued call goes to the plugin first, then `outcome` is made (a reply parsed) and handed back. */
+  settle(outcome: () => CallOutcome): void;
+}
+
+/** A call waiting for the plugin, its input already encoded. */
+interface QueuedCall {
+  id: number;
+  fn: string;
+  input: string | { rows: Row[] };
+  rows: number;
+  timeoutMs: number;
+  resolve(outcome: CallOutcome): void;
+  reject(error: unknown): void;
 }
 
 /** One started plugin host: its channel and what is waiting on it. */
 interface Generation {
   channel?: PluginChannel;
+  /** Init done: calls may go to it. */
+  ready?: boolean;
+  /** The one call in the plugin now. */
   pending?: Pending;
   onHello?: () => void;
   onInit?: (message: FromPluginHost) => void;
@@ -50,6 +67,8 @@ export class PluginClient {
   readonly #context: Record<string, unknown>;
   #generation: Generation | undefined;
   #ready: Promise<string[]> | undefined;
+  /** Calls encoded and waiting their turn: one is in the plugin at a time. */
+  readonly #queue: QueuedCall[] = [];
   #nextId = 1;
   #closed = false;
 
@@ -88,7 +107,10 @@ export class PluginClient {
       generation.onInit = (message) => {
         clearTimeout(timer);
         generation.onStartDeath = undefined;
-        if (message.type === "ready") resolve(message.exports);
+        if (message.type === "ready") {
+          generation.ready = true;
+          resolve(message.exports);
+        }
         else fail((message as { message: string }).message);
       };
       try {
@@ -128,20 +150,19 @@ export class PluginClient {
       case "result": {
         const pending = generation.pending;
         if (!pending || pending.id !== message.id) return;
-        let output: unknown;
-        try {
-          output = message.value !== undefined ? message.value : JSON.parse(message.output ?? "");
-        } catch {
-          pending.settle({ ok: false, reason: PoisonReasons.badOutput, message: "the plugin output is not JSON", divisible: true });
-          return;
-        }
-        pending.settle({ ok: true, output });
+        pending.settle(() => {
+          try {
+            return { ok: true, output: message.value !== undefined ? message.value : JSON.parse(message.output ?? "") };
+          } catch {
+            return { ok: false, reason: PoisonReasons.badOutput, message: "the plugin output is not JSON", divisible: true };
+          }
+        });
         return;
       }
       case "failed": {
         const pending = generation.pending;
         if (!pending || pending.id !== message.id) return;
-        pending.settle({ ok: false, reason: message.reason ?? PoisonReasons.pluginError, message: message.message, divisible: true });
+        pending.settle(() => ({ ok: false, reason: message.reason ?? PoisonReasons.pluginError, message: message.message, divisible: true }));
         return;
       }
     }
@@ -156,49 +177,69 @@ export class PluginClient {
     const pending = generation.pending;
     this.#host.log("warn", `${reason}; starting it again`, this.#context);
     this.#restart();
-    pending?.settle({ ok: false, reason: PoisonReasons.pluginCrash, message: reason, divisible: true });
+    pending?.settle(() => ({ ok: false, reason: PoisonReasons.pluginCrash, message: reason, divisible: true }));
   }
 
-  /** One call; never rejects for the plugin's own failures, only when no plugin host can start. */
+  /**
+   * One call; never rejects for the plugin's own failures, only when no plugin host can start.
+   * Calls queue: the input is encoded at once, and the call goes to the plugin the moment the
+   * one before it answers (before that answer is parsed), so the plugin is not left idle while
+   * this thread encodes and decodes. Its timeout counts from then.
+   */
   async call(fn: string, rows: Row[], timeoutMs: number): Promise<CallOutcome> {
-    try {
-      await this.ready();
-    } catch (error) {
-      throw new FvError("HOST_UNAVAILABLE", `the WASM plugin could not be started again: ${error instanceof Error ? error.message : String(error)}`, {
-        cause: error,
-        context: this.#context,
-      });
-    }
-    const generation = this.#generation!;
     const id = this.#nextId++;
     this.counters.calls++;
-    const outcome = await new Promise<CallOutcome>((resolve) => {
-      const timer = setTimeout(() => {
-        generation.pending = undefined;
-        this.counters.timeouts++;
-        this.#host.log("warn", `the plugin did not answer within ${timeoutMs} ms; starting it again`, { ...this.#context, rows: rows.length });
-        if (this.#isolation === "worker") {
-          // Measured on Bun 1.4.5 and Deno 2.9.6: terminate() returns, but a thread spinning
-          // inside WebAssembly keeps running until the process exits.
-          this.#host.log("error", 'a plugin worker was terminated while it ran; on Bun and Deno its thread may keep spinning and burn a core until the process exits. Use isolation = "process" for plugins that can run away', this.#context);
-        }
-        this.#restart();
-        resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${timeoutMs} ms (timeoutMs); the plugin was restarted`, divisible: false });
-      }, timeoutMs);
-      generation.pending = {
-        id,
-        settle: (outcome) => {
-          clearTimeout(timer);
-          generation.pending = undefined;
-          resolve(outcome);
-        },
-      };
-      // A worker gets the JSON text (a cheap string copy); a process gets one JSON line.
-      const input = this.#isolation === "worker" ? JSON.stringify({ rows }) : { rows };
-      generation.channel!.send({ type: "call", id, fn, input });
+    // A worker gets the JSON text (a cheap string copy); a process gets one JSON line.
+    const input = this.#isolation === "worker" ? JSON.stringify({ rows }) : { rows };
+    const outcome = await new Promise<CallOutcome>((resolve, reject) => {
+      this.#queue.push({ id, fn, input, rows: rows.length, timeoutMs, resolve, reject });
+      this.#pump();
     });
     if (!outcome.ok) this.counters.failedCalls++;
     return outcome;
+  }
+
+  /** Sends the next queued call if the plugin is ready and idle. */
+  #pump(): void {
+    if (this.#queue.length === 0) return;
+    const generation = this.#generation;
+    if (!generation?.ready) {
+      // Starting, or starting again: the queue goes on once it is up; if it cannot start, every
+      // queued call fails.
+      this.ready().then(() => this.#pump(), (error) => {
+        const failed = new FvError("HOST_UNAVAILABLE", `the WASM plugin could not be started again: ${error instanceof Error ? error.message : String(error)}`, {
+          cause: error,
+          context: this.#context,
+        });
+        for (const queued of this.#queue.splice(0)) queued.reject(failed);
+      });
+      return;
+    }
+    if (generation.pending) return;
+    const call = this.#queue.shift()!;
+    const timer = setTimeout(() => {
+      generation.pending = undefined;
+      this.counters.timeouts++;
+      this.#host.log("warn", `the plugin did not answer within ${call.timeoutMs} ms; starting it again`, { ...this.#context, rows: call.rows });
+      if (this.#isolation === "worker") {
+        // Measured on Bun 1.4.5 and Deno 2.9.6: terminate() returns, but a thread spinning
+        // inside WebAssembly keeps running until the process exits.
+        this.#host.log("error", 'a plugin worker was terminated while it ran; on Bun and Deno its thread may keep spinning and burn a core until the process exits. Use isolation = "process" for plugins that can run away', this.#context);
+      }
+      this.#restart();
+      call.resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${call.timeoutMs} ms (timeoutMs); the plugin was restarted`, divisible: false });
+      this.#pump();
+    }, call.timeoutMs);
+    generation.pending = {
+      id: call.id,
+      settle: (outcome) => {
+        clearTimeout(timer);
+        generation.pending = undefined;
+        this.#pump();
+        call.resolve(outcome());
+      },
+    };
+    generation.channel!.send({ type: "call", id: call.id, fn: call.fn, input: call.input });
   }
 
   close(): void {
@@ -248,10 +289,21 @@ export class WasmStep {
     const results: ComputeResult[] = [];
     const fn = this.manifest.function;
     const timeoutMs = this.manifest.timeoutMs;
-    for (let start = 0; start < rows.length; start += this.batchSize) {
-      const chunk = rows.slice(start, start + this.batchSize);
-      const input = this.#castIn ? chunk.map(this.#castIn) : chunk;
-      const out = await isolate(input, (part) => this.#client.call(fn, part, timeoutMs), this.#castOut);
+    // Up to CHUNKS_IN_FLIGHT chunks are handed over at a time: they queue in the client, one in
+    // the plugin at a time, so the next is encoded and waiting when the plugin answers.
+    const chunks: Row[][] = [];
+    for (let start = 0; start < rows.length; start += this.batchSize) chunks.push(rows.slice(start, start + this.batchSize));
+    const outs: ComputeResult[][] = new Array(chunks.length);
+    let next = 0;
+    const lane = async () => {
+      while (next < chunks.length) {
+        const i = next++;
+        const input = this.#castIn ? chunks[i]!.map(this.#castIn) : chunks[i]!;
+        outs[i] = await isolate(input, (part) => this.#client.call(fn, part, timeoutMs), this.#castOut);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CHUNKS_IN_FLIGHT, chunks.length) }, lane));
+    for (const out of outs) {
       for (const r of out) if ("poison" in r) this.#client.counters.poison++;
       results.push(...out);
     }

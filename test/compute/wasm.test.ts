@@ -106,6 +106,22 @@ describe("a runaway plugin", () => {
   }, 30_000);
 });
 
+describe("a batch of several plugin calls", () => {
+  // The chunks of one batch queue in the client and go to the plugin one after another, each the
+  // moment the one before answers: a chunk that times out in the middle takes only its own rows,
+  // and the chunks queued behind it go to the restarted plugin, in order.
+  test("one chunk timing out in the middle: its rows are poison, the chunks before and after it flow, in order", async () => {
+    const registry = await TransformRegistry.load(rootFor("process"), nodeTransformFs);
+    await withStep(registry, "spin", async (step) => {
+      const rows = Array.from({ length: 12 }, (_, i) => ({ id: i, ...(i === 5 ? { spin: true } : {}) }));
+      const out = summarize(await step.processBatch(rows));
+      // batchSize 4: rows 0-3, 4-7 (with the spinning row 5) and 8-11.
+      expect(out).toEqual(rows.map((r, i) => (i >= 4 && i < 8 ? "poison:timeout" : [{ id: r.id, spin: null }])));
+      expect(step.counters).toMatchObject({ calls: 3, timeouts: 1, restarts: 1, poison: 4 });
+    });
+  }, 30_000);
+});
+
 describe("a WASI plugin on Bun", () => {
   test("fails validation, saying it needs WASI and where that exists", async () => {
     const registry = await TransformRegistry.load(functionsDir, nodeTransformFs);
