@@ -70,9 +70,13 @@ export function checkWritten(producer: PltProducer, messages: OutgoingMessage[],
   // The usual case costs no hashing: every partition of each topic sent to was written.
   const perTopic = new Map<string, number>();
   for (const o of offsets) perTopic.set(o.topic, (perTopic.get(o.topic) ?? 0) + 1);
+  // Topics whose every partition was written, or whose partition count is unknown: nothing to check.
+  const complete = new Set<string>();
+  for (const [topic, n] of perTopic) if (n === metadata?.topics.get(topic)?.partitionsCount) complete.add(topic);
   for (const m of messages) {
+    if (complete.has(m.topic) || (m.partition === undefined && !m.key)) continue;
     const count = metadata?.topics.get(m.topic)?.partitionsCount;
-    if (!count || perTopic.get(m.topic) === count || (m.partition === undefined && !m.key)) continue;
+    if (!count) continue;
     const partition = m.partition !== undefined ? m.partition % count : partitionOfKey(m.key!, count);
     if (!written.has(`${m.topic}\u0000${partition}`)) {
       throw new FvError("KAFKA_RETRYABLE", `the client acknowledged a send that wrote nothing to ${m.topic}[${partition}] (${offsets.length} partitions written)`);
