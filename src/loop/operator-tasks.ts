@@ -197,10 +197,20 @@ export class OperatorTasks {
     const eventTimes = new Map<string, number>();
     let heard: Record<string, number | null> = {};
     const decoder = new TextDecoder();
-    for (const record of records) {
+    // A changelog not yet compacted holds a version of a key for every checkpoint that changed
+    // it, and only the last counts: the records are read from the end, the last version of each
+    // key kept, and only those are parsed, in log order.
+    const latest: Array<{ stateKey: string; record: InboundRecord }> = [];
+    const seen = new Set<string>();
+    for (let i = records.length - 1; i >= 0; i--) {
+      const record = records[i]!;
       const key = record.key ? decoder.decode(record.key) : "";
-      if (!key.startsWith(prefix)) continue;
-      const stateKey = key.slice(prefix.length);
+      if (!key.startsWith(prefix) || seen.has(key)) continue;
+      seen.add(key);
+      latest.push({ stateKey: key.slice(prefix.length), record });
+    }
+    latest.reverse();
+    for (const { stateKey, record } of latest) {
       let value: unknown;
       try {
         value = record.value === null ? null : JSON.parse(decoder.decode(record.value));
