@@ -74,12 +74,12 @@ export class PlatformaticAdmin implements Admin {
       const end = (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, isolationLevel: READ_COMMITTED })).get(topic)?.[partition] ?? 0n;
       // The log's start: 0 unless records were deleted from the front (EARLIEST is timestamp -2).
       let position = (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, timestamp: -2n })).get(topic)?.[partition] ?? 0n;
+      // The leader, once: if it moves during the read, the fetch fails retryable and the restore reads again.
+      const info = (await reader.metadata({ topics: [topic] })).topics.get(topic);
+      const leader = info?.partitions[partition]?.leader;
+      if (!info || leader === undefined || leader < 0) throw new FvError("KAFKA_RETRYABLE", `${topic}[${partition}] has no leader to read from`);
       let idle = 0;
       while (position < end) {
-        const metadata = await reader.metadata({ topics: [topic] });
-        const info = metadata.topics.get(topic);
-        const leader = info?.partitions[partition]?.leader;
-        if (!info || leader === undefined || leader < 0) throw new FvError("KAFKA_RETRYABLE", `${topic}[${partition}] has no leader to read from`);
         const response = await reader.fetch({
           node: leader,
           topics: [{ topicId: info.id, partitions: [{ partition, fetchOffset: position, partitionMaxBytes: READ_PARTITION_BYTES, currentLeaderEpoch: -1, lastFetchedEpoch: -1 }] }],
