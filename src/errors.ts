@@ -23,6 +23,8 @@ export const ErrorCodes = {
   STATE_CORRUPTED: "STATE_CORRUPTED",
   /** A stateful task holds more live keys than STREAM_STATE_MAX_KEYS allows. */
   STATE_LIMIT: "STATE_LIMIT",
+  /** The local state store (STREAM_STATE_DIR) refused a write or could not be opened: disk full, read-only. */
+  STATE_STORE_FAILED: "STATE_STORE_FAILED",
   /** STREAM_CHECKPOINT_MAX_FAILURES checkpoints failed in a row: the Checkpointer's circuit opened. */
   CHECKPOINT_CIRCUIT_OPEN: "CHECKPOINT_CIRCUIT_OPEN",
   /** A bug: an illegal state transition, a broken invariant, or an error no part of the engine sorted. */
@@ -71,6 +73,7 @@ const recoveryByCode: Record<ErrorCode, Recovery> = {
   KAFKA_FATAL: "fatal",
   STATE_CORRUPTED: "fatal",
   STATE_LIMIT: "fatal",
+  STATE_STORE_FAILED: "fatal",
   CHECKPOINT_CIRCUIT_OPEN: "fatal",
   INTERNAL: "fatal",
   POISON_ROW: "poison",

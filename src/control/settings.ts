@@ -38,6 +38,11 @@ export interface Settings {
   idlePartitionMs: number;
   /** Most live state keys one stateful task (stage × partition) may hold. */
   stateMaxKeys: number;
+  /**
+   * Where the local state stores live: a directory, "off" (state only in memory and the
+   * changelog), or undefined for the default `.fv-state/<pipeline>` under the working directory.
+   */
+  stateDir?: string;
   /** What happens to rows that arrive after their window closed: dropped, or dead-lettered. */
   lateRows: "drop" | "deadLetter";
   /** Partitions of each repartition topic; 0: as many as the stage's widest input. */
@@ -73,6 +78,7 @@ const schema = v.object({
   STREAM_SESSION_TIMEOUT_MS: v.optional(int("STREAM_SESSION_TIMEOUT_MS", 3000), "10000"),
   STREAM_IDLE_PARTITION_MS: v.optional(int("STREAM_IDLE_PARTITION_MS", 100), "10000"),
   STREAM_STATE_MAX_KEYS: v.optional(int("STREAM_STATE_MAX_KEYS", 1), "1000000"),
+  STREAM_STATE_DIR: v.optional(v.pipe(v.string(), v.minLength(1, "STREAM_STATE_DIR must be a directory or off"))),
   STREAM_LATE_ROWS: v.optional(v.picklist(["drop", "deadLetter"], "STREAM_LATE_ROWS must be drop or deadLetter"), "drop"),
   STREAM_REPARTITION_PARTITIONS: v.optional(int("STREAM_REPARTITION_PARTITIONS", 0), "0"),
   STREAM_KAFKA_CLIENT: v.optional(
@@ -99,6 +105,7 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_SESSION_TIMEOUT_MS", "a member silent this long (crashed, paused) leaves the group and its partitions move", "10000"],
   ["STREAM_IDLE_PARTITION_MS", "an input partition without rows this long stops holding a stateful stage's watermark back", "10000"],
   ["STREAM_STATE_MAX_KEYS", "most live state keys per stateful stage and partition; more fails the stream with a clear error", "1000000"],
+  ["STREAM_STATE_DIR", "where the local state stores live (LMDB, one per stateful stage and partition): a restart reads only the changelog's tail; off = memory and changelog only", ".fv-state/<pipeline> under the working directory"],
   ["STREAM_LATE_ROWS", "drop | deadLetter: rows older than their window's close are counted, then dropped or dead-lettered", "drop"],
   ["STREAM_REPARTITION_PARTITIONS", "partitions of each repartition topic fv-repartition-<name>-<stage>; 0: as many as the stage's widest input", "0"],
   ["STREAM_KAFKA_CLIENT", "auto | platformatic | confluent: the Kafka client; auto = librdkafka on Node when its addon loads, else the pure-JS client", "auto"],
@@ -143,6 +150,7 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     sessionTimeoutMs: s.STREAM_SESSION_TIMEOUT_MS,
     idlePartitionMs: s.STREAM_IDLE_PARTITION_MS,
     stateMaxKeys: s.STREAM_STATE_MAX_KEYS,
+    ...(s.STREAM_STATE_DIR ? { stateDir: s.STREAM_STATE_DIR } : {}),
     lateRows: s.STREAM_LATE_ROWS,
     repartitionPartitions: s.STREAM_REPARTITION_PARTITIONS,
     kafkaClient: s.STREAM_KAFKA_CLIENT,

@@ -105,6 +105,8 @@ export interface BuildMetrics extends StreamCounters {
   repartitioned: number;
   /** State restore: changelog records read, and the time restores ran (wall clock: tasks restore in parallel). */
   restoredRecords: number;
+  /** State entries restores loaded from the local state store (STREAM_STATE_DIR) instead of the changelog. */
+  restoredFromStore: number;
   restoreMs: number;
   /** Live state now (not a running total): keys and approximate bytes over all stateful tasks. */
   stateKeys: number;
@@ -115,7 +117,20 @@ export interface BuildMetrics extends StreamCounters {
   kafkaClient: string;
   consumers: number;
   /** Owned input partitions; for a stateful stage's input, its live state size too. */
-  partitions: Array<{ topic: string; partition: number; offset?: number; lag?: number; stateKeys?: number; stateBytes?: number; restoring?: boolean }>;
+  partitions: Array<{
+    topic: string;
+    partition: number;
+    offset?: number;
+    lag?: number;
+    stateKeys?: number;
+    stateBytes?: number;
+    /** Keys in the local state store, and the bytes it takes on disk. */
+    storeKeys?: number;
+    storeBytesOnDisk?: number;
+    restoring?: boolean;
+    /** While restoring: changelog records read of those to read, rate (records/s) and ETA (s). */
+    restore?: { read: number; total: number; fromStore: number; rate: number; etaSeconds: number | null };
+  }>;
   recordsPerSecond: number;
   /** The restore rate so far: restoredRecords ÷ restoreMs, in changelog records per second (0 before any restore). */
   restoreRecordsPerSecond: number;

@@ -114,9 +114,16 @@ export interface GroupConsumer {
   close(): Promise<void>;
 }
 
+/**
+ * Where a send wrote: per partition, an offset at or before the first record it wrote there (the
+ * local state store covers the changelog from there; see src/state/local-store.ts). Undefined
+ * when the client does not report offsets.
+ */
+export type Written = CommitOffset[] | undefined;
+
 export interface Producer {
   /** Resolves once every record is acknowledged (acks=all). */
-  send(records: OutboundRecord[]): Promise<void>;
+  send(records: OutboundRecord[]): Promise<Written | void>;
   close(): Promise<void>;
 }
 
@@ -128,7 +135,7 @@ export interface TransactionalProducer {
   readonly inTransaction: boolean;
   /** Registers the transactional id, fencing a predecessor with the same id; before consuming. */
   ready(): Promise<void>;
-  send(records: OutboundRecord[]): Promise<void>;
+  send(records: OutboundRecord[]): Promise<Written | void>;
   /**
    * Adds the next offsets to read to the transaction, on behalf of `group` (the member as it was
    * when the transaction's work was read, from `groupMetadata()` of a consumer of the same
@@ -169,13 +176,33 @@ export interface TopicSpec {
   configs?: Record<string, string>;
 }
 
+export interface ReadPartitionOptions {
+  /** First offset to read (the log's start when it is later). */
+  from?: bigint;
+  /** Hears how far the read got, before the first fetch and after each one. */
+  onProgress?(progress: ReadProgress): void;
+}
+
+export interface ReadProgress {
+  /** Next offset to read. */
+  position: bigint;
+  /** Where the read started, and where it ends (the last stable offset when it began). */
+  start: bigint;
+  end: bigint;
+  /** The topic's id (Kafka's topic UUID): a topic deleted and created again has another. */
+  topicId?: string;
+}
+
 export interface Admin {
   /** Partition count of each topic, or undefined for one that does not exist. */
   partitionCounts(topics: string[]): Promise<Map<string, number | undefined>>;
   /** Creates the topics that do not exist yet; existing ones are left alone. */
   createTopics(specs: TopicSpec[]): Promise<void>;
-  /** Every record of one partition from its start to its end, read_committed (state restore). */
-  readPartition(topic: string, partition: number): Promise<InboundRecord[]>;
+  /**
+   * Every record of one partition from its start (or from offset `options.from`) to its end,
+   * read_committed (state restore). `onProgress` hears the offset reached and the end, now and then.
+   */
+  readPartition(topic: string, partition: number, options?: ReadPartitionOptions): Promise<InboundRecord[]>;
   /**
    * Committed offsets of a group (next offset to read) per partition; -1n where none. `stable`:
    * wait until no transaction that commits offsets for them is pending (KIP-447 require_stable).

@@ -1,6 +1,6 @@
 import { SerialQueue } from "../async.ts";
 import { asFvError, FvError, recoveryOf } from "../errors.ts";
-import type { CommitOffset } from "../kafka/port.ts";
+import type { CommitOffset, Written } from "../kafka/port.ts";
 import { PartitionSet } from "../kafka/topic-partition.ts";
 import type { MetricsRecorder } from "../metrics/index.ts";
 import type { Checkpointer, CheckpointStep } from "../state/checkpointer.ts";
@@ -97,8 +97,9 @@ export class Commits {
     debug?.("debug", `commit transaction: queued (${work.records} records, ${offsets.length} offsets)`);
     const committed = collector.commit(async () => {
       const sent = unsafeCommitAhead ? session.takeCommittable() : offsets;
+      let written: Written | void;
       await this.#checkpoint([
-        { name: "state", run: () => tx.send(changelog) },
+        { name: "state", run: async () => void (written = await tx.send(changelog)) },
         // On behalf of the member that read this work: the broker refuses it if the group moved on.
         { name: "offsets", run: () => tx.sendOffsets(group, sent) },
         { name: "transaction", run: () => tx.commit() },
@@ -108,6 +109,9 @@ export class Commits {
       counters.transactionsCommitted++;
       addCounters(counters, work.counters);
       session.transactionCommitted(work);
+      // Committed: the local stores may take the changes now (never before: an aborted
+      // transaction's state never reaches them).
+      session.tasks.persist(changelog, written);
       this.#committed(session, sent);
     });
     // Not awaited: a failure stops the collector's queue and reaches the poll loop (backgroundError).
@@ -133,15 +137,17 @@ export class Commits {
       const owned = new PartitionSet(session.consumer.owned());
       const offsets = taken.filter((o) => owned.has(o));
       if (offsets.length === 0 && changelog.length === 0) return;
+      let written: Written | void;
       try {
         await this.#checkpoint([
-          { name: "state", run: () => session.collector.send(changelog) },
+          { name: "state", run: async () => void (written = await session.collector.send(changelog)) },
           { name: "offsets", run: () => session.consumer.commit(offsets) },
         ]);
       } catch (error) {
         this.#commitFailed(session, offsets, changelog.length > 0, error);
         return;
       }
+      session.tasks.persist(changelog, written);
       this.#committed(session, offsets);
     });
     if (options.flush) return await written;

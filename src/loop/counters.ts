@@ -10,7 +10,7 @@ export function emptyCounters(): LoopCounters {
   return {
     consumed: 0, emitted: 0, dropped: 0, poison: 0, deadLettered: 0, commits: 0, poisonByReason: {},
     transactionsCommitted: 0, transactionsAborted: 0, checkpointFailures: 0, checkpointTimeouts: 0, restarts: 0, stallRestarts: 0,
-    late: 0, repartitioned: 0, restoredRecords: 0, restoreMs: 0, stateKeys: 0, stateBytes: 0,
+    late: 0, repartitioned: 0, restoredRecords: 0, restoredFromStore: 0, restoreMs: 0, stateKeys: 0, stateBytes: 0,
   };
 }
 
@@ -31,6 +31,7 @@ export function addCounters(into: LoopCounters, from: LoopCounters): LoopCounter
   into.late += from.late;
   into.repartitioned += from.repartitioned;
   into.restoredRecords += from.restoredRecords;
+  into.restoredFromStore += from.restoredFromStore;
   into.restoreMs += from.restoreMs;
   into.stateKeys += from.stateKeys;
   into.stateBytes += from.stateBytes;

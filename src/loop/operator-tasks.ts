@@ -4,7 +4,11 @@ import type { Row } from "../expr/index.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
 import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
+import { createHash } from "node:crypto";
 import { delay } from "../async.ts";
+import type { Logger } from "../logger.ts";
+import type { Written } from "../kafka/port.ts";
+import type { LocalStateStore, LocalStateStores, StoreChange } from "../state/local-store.ts";
 import { HeardWatermarks, type HopSource } from "./repartition.ts";
 
 /** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
@@ -18,7 +22,29 @@ interface Task {
   offsetsDirty: boolean;
   /** Highest event time folded in, per input topic: checkpointed, so a restored task knows how far its partition got. */
   eventTimes: Map<string, number>;
+  /** Its local state store (STREAM_STATE_DIR), when on. */
+  store?: LocalStateStore;
 }
+
+/** One partition's restore under way, for /status and the log. */
+export interface RestoreProgress {
+  stage: number;
+  partition: number;
+  /** Changelog records read so far (offsets past the start: the tail after the local store, or all). */
+  read: number;
+  /** Changelog records to read in all (offsets between the start and the end). */
+  total: number;
+  /** Records of the local store loaded before the changelog's tail. */
+  fromStore: number;
+  startedAt: number;
+  /** Records per second so far. */
+  rate: number;
+  /** Seconds left at that rate; null before there is a rate. */
+  etaSeconds: number | null;
+}
+
+/** A long restore logs its progress this often. */
+const RESTORE_LOG_MS = 5000;
 
 export interface OperatorTaskOptions {
   /** The compacted state topic, `fv-state-<name>`; changelog of input partition p goes to its partition p. */
@@ -33,6 +59,11 @@ export interface OperatorTaskOptions {
    * checks that the state it read covers them.
    */
   committedOffsets?: (topics: string[], partition: number) => Promise<Array<{ topic: string; offset: bigint }>>;
+  /** The local state stores; undefined: state lives only in memory and the changelog. */
+  stores?: LocalStateStores;
+  /** The pipeline's name (what a local store belongs to). */
+  pipeline?: string;
+  log?: Logger;
 }
 
 /**
@@ -45,7 +76,10 @@ const RESTORE_ATTEMPTS = 50;
 
 export interface TaskCounters {
   late: number;
+  /** Changelog records read by restores. */
   restoredRecords: number;
+  /** State entries restores took from the local store instead. */
+  restoredFromStore: number;
   restoreMs: number;
   stateKeys: number;
   stateBytes: number;
@@ -65,6 +99,18 @@ interface DecodedState {
   covered: Map<string, bigint>;
   eventTimes: Map<string, number>;
   heard: Record<string, number | null>;
+  /** The last version of each key read from the changelog (for the local store). */
+  changes: StoreChange[];
+  /** Entries taken from the local store. */
+  fromStore: number;
+}
+
+/** A local store whose content does not decode: it is rebuilt from the changelog. */
+class StoreUnreadable extends Error {}
+
+/** A digest of a stateful stage's definition: a store written for another definition is foreign. */
+function fingerprintOf(stage: CompiledStage): string {
+  return createHash("sha256").update(JSON.stringify(stage.def.steps[stage.operator!.step])).digest("hex").slice(0, 16);
 }
 
 /** Key of the changelog entry that records which input offsets a task's state covers. */
@@ -160,43 +206,141 @@ export class OperatorTasks {
   async #load(stage: CompiledStage, partition: number): Promise<Task> {
     const releases = this.#releases.get(partition) ?? 0;
     const topics = [...this.#stageTopics(stage)];
-    for (let attempt = 1; ; attempt++) {
-      // 1. The input's committed offsets, once stable: the previous owner's transaction, which
-      //    wrote this partition's changelog and offsets together, has ended.
-      let committed: Array<{ topic: string; offset: bigint }>;
-      try {
-        committed = this.#options.committedOffsets ? await this.#options.committedOffsets(topics, partition) : [];
-      } catch (error) {
-        // Not known yet (a pending transaction past the client's own retries, a coordinator
-        // moving): never take that for "nothing committed"; read again, as when behind.
-        if (!(error instanceof FvError) || error.code !== "KAFKA_RETRYABLE" || attempt >= RESTORE_ATTEMPTS) throw error;
+    let store = this.#openStore(stage, partition);
+    try {
+      for (let attempt = 1; ; attempt++) {
+        // 1. The input's committed offsets, once stable: the previous owner's transaction, which
+        //    wrote this partition's changelog and offsets together, has ended.
+        let committed: Array<{ topic: string; offset: bigint }>;
+        try {
+          committed = this.#options.committedOffsets ? await this.#options.committedOffsets(topics, partition) : [];
+        } catch (error) {
+          // Not known yet (a pending transaction past the client's own retries, a coordinator
+          // moving): never take that for "nothing committed"; read again, as when behind.
+          if (!(error instanceof FvError) || error.code !== "KAFKA_RETRYABLE" || attempt >= RESTORE_ATTEMPTS) throw error;
+          await delay(RESTORE_RETRY_MS);
+          continue;
+        }
+        // 2. The changelog, read_committed, up to its end: all of it, or only the tail after what
+        //    the local store covers.
+        const from = store?.covered;
+        const progress = this.#startProgress(stage, partition, store);
+        let end: bigint | undefined;
+        let topicId: string | undefined;
+        const records = await this.#admin.readPartition(this.#options.stateTopic, partition, {
+          ...(from === undefined ? {} : { from }),
+          onProgress: (p) => {
+            end = p.end;
+            topicId = p.topicId;
+            this.#progressed(progress, p.position, p.end, p.start);
+          },
+        });
+        // A store of another incarnation of the state topic (deleted and created again, a new
+        // broker's): it covers offsets of a log that is gone.
+        const foreign = store && store.topicId !== undefined && topicId !== undefined && store.topicId !== topicId
+          ? `it was written from another ${this.#options.stateTopic} (topic id ${store.topicId}, now ${topicId}: deleted and created again?)`
+          : store && from !== undefined && end !== undefined && from > end
+          ? `it covers ${this.#options.stateTopic}[${partition}] up to offset ${from}, past the topic's end ${end} (was the state topic deleted and created again?)`
+          : undefined;
+        if (foreign) {
+          store = this.#options.stores!.rebuild(store!, foreign);
+          continue;
+        }
+        let read: DecodedState;
+        try {
+          read = this.#decode(stage, partition, records, store);
+        } catch (error) {
+          if (!(error instanceof StoreUnreadable) || !store) throw error;
+          store = this.#options.stores!.rebuild(store, error.message);
+          continue;
+        }
+        // 3. The state must cover what the group committed: each checkpoint records the next input
+        //    offset of every partition it committed. Behind means the changelog's commit marker had
+        //    not arrived yet; starting from the committed offset would lose the rows in between.
+        const behind = committed.filter((c) => c.offset >= 0n && read.covered.has(c.topic) && read.covered.get(c.topic)! < c.offset);
+        if (behind.length === 0) return this.#install(stage, partition, read, records, releases, store, topicId);
+        const what = behind.map((c) => `${c.topic}[${partition}] state at ${read.covered.get(c.topic)}, committed ${c.offset}`).join(", ");
+        if (attempt >= RESTORE_ATTEMPTS) {
+          throw new FvError("KAFKA_RETRYABLE", `the state of stage ${stage.index + 1} does not cover the committed input offsets after ${attempt} reads (${what}): starting over`);
+        }
         await delay(RESTORE_RETRY_MS);
-        continue;
       }
-      // 2. The changelog, read_committed, up to its end.
-      const records = await this.#admin.readPartition(this.#options.stateTopic, partition);
-      const read = this.#decode(stage, partition, records);
-      // 3. The state must cover what the group committed: each checkpoint records the next input
-      //    offset of every partition it committed. Behind means the changelog's commit marker had
-      //    not arrived yet; starting from the committed offset would lose the rows in between.
-      const behind = committed.filter((c) => c.offset >= 0n && read.covered.has(c.topic) && read.covered.get(c.topic)! < c.offset);
-      if (behind.length === 0) return this.#install(stage, partition, read, records.length, releases);
-      const what = behind.map((c) => `${c.topic}[${partition}] state at ${read.covered.get(c.topic)}, committed ${c.offset}`).join(", ");
-      if (attempt >= RESTORE_ATTEMPTS) {
-        throw new FvError("KAFKA_RETRYABLE", `the state of stage ${stage.index + 1} does not cover the committed input offsets after ${attempt} reads (${what}): starting over`);
-      }
-      await delay(RESTORE_RETRY_MS);
+    } catch (error) {
+      store?.closeNow();
+      throw error;
+    } finally {
+      this.#progress.delete(stage.index, partition);
     }
   }
 
-  /** Decodes one stage's entries, covered offsets and event-time progress from changelog records. */
-  #decode(stage: CompiledStage, partition: number, records: InboundRecord[]): DecodedState {
+  /** The local store of a task, opened and taken over; undefined when stores are off. */
+  #openStore(stage: CompiledStage, partition: number): LocalStateStore | undefined {
+    const stores = this.#options.stores;
+    if (!stores) return undefined;
+    const def = stage.operator!;
+    return stores.open({
+      pipeline: this.#options.pipeline ?? "",
+      stateTopic: this.#options.stateTopic,
+      stage: stage.index,
+      operator: def.op,
+      fingerprint: fingerprintOf(stage),
+      partition,
+    });
+  }
+
+  /** Restores under way, by (stage index, partition). */
+  readonly #progress = new PairMap<number, number, RestoreProgress & { loggedAt: number }>();
+
+  #startProgress(stage: CompiledStage, partition: number, store: LocalStateStore | undefined): RestoreProgress & { loggedAt: number } {
+    const now = Date.now();
+    const progress = { stage: stage.index, partition, read: 0, total: 0, fromStore: store?.keys ?? 0, startedAt: now, rate: 0, etaSeconds: null, loggedAt: now };
+    this.#progress.set(stage.index, partition, progress);
+    return progress;
+  }
+
+  #progressed(progress: RestoreProgress & { loggedAt: number }, position: bigint, end: bigint, start: bigint): void {
+    const now = Date.now();
+    progress.total = Math.max(0, Number(end - start));
+    progress.read = Math.min(progress.total, Math.max(0, Number(position - start)));
+    const seconds = (now - progress.startedAt) / 1000;
+    progress.rate = seconds > 0 ? Math.round(progress.read / seconds) : 0;
+    progress.etaSeconds = progress.rate > 0 ? Math.ceil((progress.total - progress.read) / progress.rate) : null;
+    if (now - progress.loggedAt >= RESTORE_LOG_MS && progress.read < progress.total) {
+      progress.loggedAt = now;
+      const percent = progress.total > 0 ? Math.floor((progress.read * 100) / progress.total) : 100;
+      this.#options.log?.("info", `restoring stage ${progress.stage + 1} partition ${progress.partition}: ${progress.read} of ${progress.total} changelog records (${percent}%), ${progress.rate}/s, about ${progress.etaSeconds ?? "?"} s left`);
+    }
+  }
+
+  /** The restores under way: how far each got, its rate and ETA (for /status and the dashboard). */
+  restoreProgress(): RestoreProgress[] {
+    return this.#progress.values().map(({ loggedAt: _, ...progress }) => progress);
+  }
+
+  /**
+   * Decodes one stage's entries, covered offsets and event-time progress: the local store's (when
+   * given), with the changelog records read after what it covers on top.
+   */
+  #decode(stage: CompiledStage, partition: number, records: InboundRecord[], store?: LocalStateStore): DecodedState {
     const prefix = `${stage.index}/`;
     const entries: StateEntry[] = [];
     const covered = new Map<string, bigint>();
     const eventTimes = new Map<string, number>();
     let heard: Record<string, number | null> = {};
     const decoder = new TextDecoder();
+    const apply = (stateKey: string, value: unknown) => {
+      if (stateKey === TIME_KEY) {
+        const time = (value ?? {}) as { eventTimes?: Record<string, number>; heard?: Record<string, number | null> };
+        eventTimes.clear();
+        for (const [topic, t] of Object.entries(time.eventTimes ?? {})) eventTimes.set(topic, t);
+        heard = time.heard ?? {};
+      } else if (stateKey === OFFSETS_KEY) {
+        covered.clear();
+        for (const [topic, offset] of Object.entries((value ?? {}) as Record<string, string>)) covered.set(topic, BigInt(offset));
+      } else {
+        entries.push({ key: stateKey, value });
+      }
+    };
     // A changelog not yet compacted holds a version of a key for every checkpoint that changed
     // it, and only the last counts: the records are read from the end, the last version of each
     // key kept, and only those are parsed, in log order.
@@ -210,33 +354,40 @@ export class OperatorTasks {
       latest.push({ stateKey: key.slice(prefix.length), record });
     }
     latest.reverse();
+    // The local store first: what the changelog's tail changed again replaces it.
+    let fromStore = 0;
+    if (store) {
+      try {
+        for (const { key, value } of store.entries()) {
+          if (seen.has(prefix + key)) continue;
+          apply(key, JSON.parse(value));
+          fromStore++;
+        }
+      } catch (error) {
+        throw new StoreUnreadable(`a stored value does not decode (${(error as Error).message})`);
+      }
+    }
+    const changes: StoreChange[] = [];
     for (const { stateKey, record } of latest) {
       let value: unknown;
+      let text: string | null = null;
       try {
-        value = record.value === null ? null : JSON.parse(decoder.decode(record.value));
+        text = record.value === null ? null : decoder.decode(record.value);
+        value = text === null ? null : JSON.parse(text);
       } catch (error) {
         throw new FvError("STATE_CORRUPTED", `state record ${this.#options.stateTopic}[${partition}]@${record.offset} is not JSON`, { cause: error });
       }
-      if (stateKey === TIME_KEY) {
-        const time = (value ?? {}) as { eventTimes?: Record<string, number>; heard?: Record<string, number | null> };
-        eventTimes.clear();
-        for (const [topic, t] of Object.entries(time.eventTimes ?? {})) eventTimes.set(topic, t);
-        heard = time.heard ?? {};
-      } else if (stateKey === OFFSETS_KEY) {
-        covered.clear();
-        for (const [topic, offset] of Object.entries((value ?? {}) as Record<string, string>)) covered.set(topic, BigInt(offset));
-      } else {
-        entries.push({ key: stateKey, value });
-      }
+      if (store) changes.push({ key: stateKey, value: text });
+      apply(stateKey, value);
     }
-    return { entries, covered, eventTimes, heard };
+    return { entries, covered, eventTimes, heard, changes, fromStore };
   }
 
-  #install(stage: CompiledStage, partition: number, read: DecodedState, restored: number, releases: number): Task {
+  #install(stage: CompiledStage, partition: number, read: DecodedState, records: InboundRecord[], releases: number, store: LocalStateStore | undefined, topicId: string | undefined): Task {
     const { entries, covered, eventTimes, heard } = read;
     const op = stage.operator!.compiled.create();
     op.restore(entries);
-    const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes };
+    const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes, ...(store ? { store } : {}) };
     // Event-time progress comes back with the state: a partition without new rows still counts
     // with how far it got (until it goes idle), and a hop partition with what it last heard.
     const now = Date.now();
@@ -248,8 +399,17 @@ export class OperatorTasks {
     // The partition may have moved away while its state was read (and maybe come back, with its
     // state moved on by another member): then the task is never kept.
     const current = (this.#releases.get(partition) ?? 0) === releases;
-    if (current && (!this.#ownedPartitions || this.#ownedPartitions.has(partition))) this.#tasks.set(stage.index, partition, task);
-    this.counters.restoredRecords += restored;
+    if (current && (!this.#ownedPartitions || this.#ownedPartitions.has(partition))) {
+      this.#tasks.set(stage.index, partition, task);
+      // The tail read goes into the store, which then covers the changelog up to its end.
+      if (store && (records.length > 0 || (topicId !== undefined && store.topicId === undefined))) {
+        this.#track(store.write(read.changes, records.length > 0 ? records[records.length - 1]!.offset + 1n : store.covered ?? 0n, topicId));
+      }
+    } else {
+      store?.closeNow();
+    }
+    this.counters.restoredRecords += records.length;
+    this.counters.restoredFromStore += read.fromStore;
     return task;
   }
 
@@ -378,22 +538,26 @@ export class OperatorTasks {
   /** Changelog records of everything that changed since the last call: dirty keys, tombstones, covered offsets. */
   drainChangelog(): OutboundRecord[] {
     const out: OutboundRecord[] = [];
+    const forStores: Array<{ task: Task; changes: StoreChange[] }> = [];
     let keys = 0;
     let bytes = 0;
     for (const task of this.#tasks.values()) {
       const prefix = `${task.stage.index}/`;
-      for (const entry of task.op.drainChanges()) {
-        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + entry.key, value: entry.value === null ? null : JSON.stringify(entry.value) });
-      }
+      const changes: StoreChange[] = [];
+      const add = (key: string, value: string | null) => {
+        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + key, value });
+        if (task.store) changes.push({ key, value });
+      };
+      for (const entry of task.op.drainChanges()) add(entry.key, entry.value === null ? null : JSON.stringify(entry.value));
       if (task.offsetsDirty || this.#heard.dirty(task.stage.index, task.partition)) {
         const heard = this.#heard.take(task.stage.index, task.partition);
-        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + TIME_KEY, value: JSON.stringify({ eventTimes: Object.fromEntries(task.eventTimes), heard }) });
+        add(TIME_KEY, JSON.stringify({ eventTimes: Object.fromEntries(task.eventTimes), heard }));
       }
       if (task.offsetsDirty) {
-        const offsets = Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]));
-        out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + OFFSETS_KEY, value: JSON.stringify(offsets) });
+        add(OFFSETS_KEY, JSON.stringify(Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]))));
         task.offsetsDirty = false;
       }
+      if (changes.length) forStores.push({ task, changes });
       // The cap is checked once per checkpoint: stateSize() walks the live keys.
       const size = task.op.stateSize();
       if (size.keys > this.#options.maxStateKeys) {
@@ -407,16 +571,43 @@ export class OperatorTasks {
     }
     this.counters.stateKeys = keys;
     this.counters.stateBytes = bytes;
+    if (forStores.length) this.#drained.set(out, forStores);
     return out;
   }
 
+  /** What each drained changelog holds for the local stores, until it is committed (`persist`) or dropped. */
+  readonly #drained = new WeakMap<OutboundRecord[], Array<{ task: Task; changes: StoreChange[] }>>();
+
+  /**
+   * A drained changelog is committed (exactly-once: its transaction; at-least-once: acknowledged):
+   * its changes go into the local stores, which then cover the changelog from the first offset
+   * `written` there. Only committed state ever reaches a store: after a crash it is at or behind
+   * the changelog, never ahead, and the tail read brings it up to date. Not awaited by the loop: a
+   * store that cannot write (disk full) fails the stream through `onStoreError`.
+   */
+  persist(changelog: OutboundRecord[], written: Written | void): void {
+    const drained = this.#drained.get(changelog);
+    if (!drained) return;
+    this.#drained.delete(changelog);
+    const firsts = new Map<number, bigint>();
+    for (const w of written ?? []) if (w.topic === this.#options.stateTopic) firsts.set(w.partition, w.offset);
+    for (const { task, changes } of drained) this.#track(task.store!.write(changes, firsts.get(task.partition)));
+  }
+
+  /** A store write's failure (disk full, read-only) is fatal: it reaches the loop through this. */
+  onStoreError: ((error: FvError) => void) | undefined;
+  #track(write: Promise<boolean>): void {
+    write.catch((error) => this.onStoreError?.(error instanceof FvError ? error : new FvError("STATE_STORE_FAILED", (error as Error).message, { cause: error })));
+  }
+
   /** Live state fed by one partition of one topic, over the stateful stages (for the build record); undefined when none. */
-  sizeOf(topic: string, partition: number): { keys: number; bytes: number } | undefined {
-    let size: { keys: number; bytes: number } | undefined;
+  sizeOf(topic: string, partition: number): { keys: number; bytes: number; store?: { keys: number; bytesOnDisk: number } } | undefined {
+    let size: { keys: number; bytes: number; store?: { keys: number; bytesOnDisk: number } } | undefined;
     for (const task of this.#tasks.values()) {
       if (task.partition !== partition || !this.#stageTopics(task.stage).has(topic)) continue;
       const s = task.op.stateSize();
-      size = { keys: (size?.keys ?? 0) + s.keys, bytes: (size?.bytes ?? 0) + s.bytes };
+      size = { keys: (size?.keys ?? 0) + s.keys, bytes: (size?.bytes ?? 0) + s.bytes, ...(size?.store ? { store: size.store } : {}) };
+      if (task.store) size.store = { keys: (size.store?.keys ?? 0) + task.store.keys, bytesOnDisk: (size.store?.bytesOnDisk ?? 0) + task.store.bytesOnDisk };
     }
     return size;
   }
@@ -454,6 +645,7 @@ export class OperatorTasks {
     const released = new Set([...moved, ...[...this.#tasks.values()].map((t) => t.partition), ...this.restoringPartitions()].filter((p) => !partitions.has(p) || moved.has(p)));
     this.#ownedPartitions = partitions;
     for (const p of released) this.#releases.set(p, (this.#releases.get(p) ?? 0) + 1);
+    for (const task of this.#tasks.values()) if (released.has(task.partition)) void task.store?.close();
     this.#tasks.deleteWhere((_, partition) => released.has(partition));
     this.#loading.deleteWhere((_, partition) => released.has(partition));
     for (const eventTimes of this.#eventTimes.values()) for (const [tp] of eventTimes.entries()) if (!partitions.has(tp.partition)) eventTimes.delete(tp);
@@ -462,9 +654,15 @@ export class OperatorTasks {
 
   /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */
   clear(): void {
+    for (const task of this.#tasks.values()) void task.store?.close();
     this.#tasks.clear();
     this.#eventTimes.clear();
     this.#heard.clear();
     this.#ownedSince.clear();
+  }
+
+  /** Closes the local stores (the session ends), after their writes under way. */
+  async close(): Promise<void> {
+    await Promise.all(this.#tasks.values().map((task) => task.store?.close()));
   }
 }

@@ -1,7 +1,7 @@
 import { retry } from "../async.ts";
 import { asFvError, type FvError, recoveryOf } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
-import type { InboundRecord, OutboundRecord, Producer, TransactionalProducer } from "../kafka/port.ts";
+import type { InboundRecord, OutboundRecord, Producer, TransactionalProducer, Written } from "../kafka/port.ts";
 import type { Logger } from "../logger.ts";
 
 /** What a dead letter says about its failure: the reason, the message, and the stage's label. */
@@ -89,9 +89,10 @@ export class RecordCollector {
   /**
    * At-least-once: resolves once the records are acknowledged. Exactly-once: queues them for the
    * open transaction and resolves at once, unless the queue holds more than `maxQueuedRecords`
-   * (a slow commit): then once it has room again.
+   * (a slow commit): then once it has room again. At-least-once, returns where the records went
+   * (the local state store covers the changelog from there).
    */
-  async send(records: OutboundRecord[]): Promise<void> {
+  async send(records: OutboundRecord[]): Promise<Written | void> {
     if (!this.#tx) {
       return retry(() => this.#producer!.send(records), {
         attempts: this.#retries,
@@ -102,7 +103,7 @@ export class RecordCollector {
     }
     if (records.length === 0) return;
     const tx = this.#tx;
-    void this.#queue(records.length, () => tx.send(records)).catch(() => {});
+    void this.#queue(records.length, async () => void (await tx.send(records))).catch(() => {});
     while (this.#queuedRecords > this.#maxQueuedRecords && !this.#failure) await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
   }
 

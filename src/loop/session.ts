@@ -1,3 +1,4 @@
+import { join, resolve } from "node:path";
 import { deadline } from "../async.ts";
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import type { FvError } from "../errors.ts";
@@ -7,6 +8,7 @@ import type { MetricsRecorder } from "../metrics/index.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import { OperatorTasks } from "./operator-tasks.ts";
+import { LocalStateStores } from "../state/local-store.ts";
 import { type LoopPlan, stateTopicOf } from "./plan.ts";
 import { RecordCollector } from "./record-collector.ts";
 import { type UpstreamHop, UpstreamTracker } from "./repartition.ts";
@@ -28,6 +30,12 @@ export interface SessionDeps {
 }
 
 const TIMED_OUT = Symbol("timed out");
+
+/** The local state stores' directory: STREAM_STATE_DIR, else `.fv-state/<pipeline>`; undefined when "off". */
+export function stateDirOf(setting: string | undefined, pipeline: string): string | undefined {
+  if (setting === "off") return undefined;
+  return resolve(setting ?? join(".fv-state", pipeline));
+}
 
 /** Exactly-once: one transaction's work, from its first batch until its commit is done. */
 export interface TransactionWork {
@@ -99,10 +107,14 @@ export class Session {
       stateTopic: stateTopicOf(plan.pipeline),
       idlePartitionMs: settings.idlePartitionMs,
       maxStateKeys: settings.stateMaxKeys,
+      pipeline: plan.pipeline,
+      log,
+      ...(stateDirOf(settings.stateDir, plan.pipeline) ? { stores: new LocalStateStores(stateDirOf(settings.stateDir, plan.pipeline)!, log) } : {}),
       // Restore reads the changelog only once the input's committed offsets are stable, and
       // checks that the state it read covers them (see OperatorTasks.#load).
       committedOffsets: (topics, partition) => admin.committedOffsets(plan.groupId, topics, { stable: true, partitions: [partition] }),
     }, deps.counters);
+    this.tasks.onStoreError = (error) => void (this.backgroundError ??= error);
     this.upstream = new UpstreamTracker(deps.upstreamHops, settings.idlePartitionMs);
     for (const stage of deps.stages) {
       if (!stage.operator) continue;
@@ -191,9 +203,9 @@ export class Session {
    * Hands records to the collector: acknowledged before this resolves (at-least-once), or queued
    * into the open transaction (exactly-once).
    */
-  emit(records: OutboundRecord[]): Promise<void> {
+  async emit(records: OutboundRecord[]): Promise<void> {
     if (this.tx) this.open.records += records.length;
-    return this.collector.send(records);
+    await this.collector.send(records);
   }
 
   /** Exactly-once: the open transaction is closed for commit; later batches fill a new one. */
@@ -276,6 +288,7 @@ export class Session {
         else log("warn", `closing the ${what}: ${(error as Error).message}`);
       }
     };
+    await bounded("local state stores", () => this.tasks.close());
     await bounded("admin client", () => this.admin.close());
     await bounded("consumer", () => this.consumer.close());
     await bounded("producer", this.producer && (() => this.producer!.close()));

@@ -1,3 +1,4 @@
+import type { BuildMetrics } from "../control/types.ts";
 import { FvError } from "../errors.ts";
 import type { TopicPartition } from "../kafka/port.ts";
 import { PartitionMap, PartitionSet, partitionText } from "../kafka/topic-partition.ts";
@@ -8,7 +9,7 @@ import type { Session } from "./session.ts";
 import type { LoopTimings } from "./timings.ts";
 
 /** An owned partition as /status shows it: its position and lag, and the live state it feeds. */
-export type OwnedPartition = TopicPartition & { offset?: number; lag?: number; stateKeys?: number; stateBytes?: number; restoring?: boolean };
+export type OwnedPartition = BuildMetrics["partitions"][number];
 
 /**
  * What the loop knows of its partitions' progress (positions, end offsets, lag), and the
@@ -142,6 +143,17 @@ export class Watchdog {
   owned(session: Session): OwnedPartition[] {
     const tasks = session.tasks;
     const restoring = tasks.active ? tasks.restoringPartitions() : undefined;
+    // A partition restores one task per stateful stage: its progress is their sum.
+    const progress = new Map<number, NonNullable<OwnedPartition["restore"]>>();
+    for (const p of restoring?.size ? tasks.restoreProgress() : []) {
+      const sum = progress.get(p.partition) ?? { read: 0, total: 0, fromStore: 0, rate: 0, etaSeconds: null };
+      sum.read += p.read;
+      sum.total += p.total;
+      sum.fromStore += p.fromStore;
+      sum.rate += p.rate;
+      sum.etaSeconds = sum.rate > 0 ? Math.ceil((sum.total - sum.read) / sum.rate) : null;
+      progress.set(p.partition, sum);
+    }
     return session.consumer.owned().map((tp) => {
       const size = tasks.active ? tasks.sizeOf(tp.topic, tp.partition) : undefined;
       // A partition with nothing processed since it was assigned (kept through a rebalance, or
@@ -154,7 +166,8 @@ export class Watchdog {
         // Lag only where the position is known (a partition with nothing new since the last commit has none yet).
         ...(end !== undefined && position !== undefined ? { lag: Math.max(0, Number(end - position)) } : {}),
         ...(size ? { stateKeys: size.keys, stateBytes: size.bytes } : {}),
-        ...(restoring?.has(tp.partition) ? { restoring: true } : {}),
+        ...(size?.store ? { storeKeys: size.store.keys, storeBytesOnDisk: size.store.bytesOnDisk } : {}),
+        ...(restoring?.has(tp.partition) ? { restoring: true, ...(progress.has(tp.partition) ? { restore: progress.get(tp.partition)! } : {}) } : {}),
       };
     });
   }

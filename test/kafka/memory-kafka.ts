@@ -45,9 +45,11 @@ import type {
   KafkaClient,
   OutboundRecord,
   Producer,
+  ReadPartitionOptions,
   TopicPartition,
   TopicSpec,
   TransactionalProducer,
+  Written,
 } from "../../src/kafka/port.ts";
 
 /** What a fault can make fail: a send (plain or transactional), an offset commit, offsets into a transaction, a transaction's commit, a poll. */
@@ -315,6 +317,13 @@ export class MemoryKafka {
   createTopic(topic: string, partitions: number): void {
     if (this.#topics.has(topic)) return;
     this.#topics.set(topic, Array.from({ length: partitions }, (_, p) => new PartitionLog(topic, p)));
+    this.#topicIds.set(topic, crypto.randomUUID());
+  }
+
+  /** Each topic's id, new with every creation (as Kafka's topic UUID). */
+  readonly #topicIds = new Map<string, string>();
+  topicId(topic: string): string | undefined {
+    return this.#topicIds.get(topic);
   }
 
   partitionCount(topic: string): number | undefined {
@@ -352,7 +361,8 @@ export class MemoryKafka {
     return n;
   }
 
-  append(records: OutboundRecord[], transaction: Transaction | undefined): void {
+  append(records: OutboundRecord[], transaction: Transaction | undefined): CommitOffset[] {
+    const first = new Map<string, CommitOffset>();
     for (const r of records) {
       const logs = this.#topics.get(r.topic);
       if (!logs) throw new FvError("KAFKA_FATAL", `unknown topic ${r.topic}: create it first`, { context: { topic: r.topic } });
@@ -370,9 +380,11 @@ export class MemoryKafka {
         headers: (r.headers ?? []).map(([k, v]) => [k, bytes(v)!]),
       }, transaction);
       transaction?.logs.add(log);
+      if (!first.has(`${r.topic}:${partition}`)) first.set(`${r.topic}:${partition}`, { topic: r.topic, partition, offset });
       this.note({ kind: "send", topic: r.topic, partition, offset, key: key && decoder.decode(key), ...(transaction ? { transactionalId: transaction.transactionalId } : {}) });
     }
     this.changed();
+    return [...first.values()];
   }
 
   // --- groups
@@ -716,11 +728,11 @@ class MemoryProducer implements Producer {
     this.#kafka = kafka;
   }
 
-  async send(records: OutboundRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async send(records: OutboundRecord[]): Promise<Written> {
+    if (records.length === 0) return [];
     this.#kafka.fault("send", records.map((r) => r.topic));
     await this.#kafka.slowdown("send", records.map((r) => r.topic));
-    this.#kafka.append(records, undefined);
+    return this.#kafka.append(records, undefined);
   }
 
   async close(): Promise<void> {}
@@ -773,14 +785,14 @@ class MemoryTransactionalProducer implements TransactionalProducer {
     return this.#transaction;
   }
 
-  async send(records: OutboundRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async send(records: OutboundRecord[]): Promise<Written> {
+    if (records.length === 0) return [];
     const registration = this.#registration("producing in a transaction");
     const transaction = this.#begin(registration);
     this.#kafka.fault("send", records.map((r) => r.topic));
     await this.#kafka.slowdown("send", records.map((r) => r.topic));
     this.#registration("producing in a transaction");
-    this.#kafka.append(records, transaction);
+    return this.#kafka.append(records, transaction);
   }
 
   async sendOffsets(group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
@@ -865,8 +877,13 @@ class MemoryAdmin implements Admin {
     for (const spec of specs) this.#kafka.createTopic(spec.topic, spec.partitions);
   }
 
-  async readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
-    return this.#kafka.log(topic, partition).readCommitted(0n).records;
+  async readPartition(topic: string, partition: number, options: ReadPartitionOptions = {}): Promise<InboundRecord[]> {
+    const log = this.#kafka.log(topic, partition);
+    const start = options.from ?? 0n;
+    const end = log.stableEnd;
+    const read = log.readCommitted(start);
+    options.onProgress?.({ position: read.next, start, end, topicId: this.#kafka.topicId(topic) });
+    return read.records;
   }
 
   async committedOffsets(groupId: string, topics: string[], options: { stable?: boolean; partitions?: number[] } = {}): Promise<CommitOffset[]> {

@@ -43,6 +43,7 @@ const RECORD: BuildRecord = {
     partitions: [{ topic: "trades", partition: 0 }, { topic: "trades", partition: 1 }],
     recordsPerSecond: 250,
     restoreRecordsPerSecond: 0,
+    restoredFromStore: 0,
   },
 };
 

@@ -1,7 +1,7 @@
 /** Admin on librdkafka: topics, end offsets, committed offsets, and whole partitions read for a state restore. */
 import type * as Rd from "@confluentinc/kafka-javascript";
 import { FvError } from "../../errors.ts";
-import type { Admin, CommitOffset, InboundRecord, TopicSpec } from "../port.ts";
+import type { Admin, CommitOffset, InboundRecord, ReadPartitionOptions, TopicSpec } from "../port.ts";
 import { createMissingTopics, InFlight, partitionsOf } from "../shared.ts";
 import { classify, topicAlreadyExists } from "./errors.ts";
 import { ADMIN_TIMEOUT_MS, call, connect, disconnect, FETCH_MAX_WAIT_MS, type Library, toInbound } from "./library.ts";
@@ -83,16 +83,26 @@ export class ConfluentAdmin implements Admin {
    * Every record of one partition, read_committed: a consumer without a group assigned to the
    * partition from its start reads until its position reaches the end offset read before.
    */
-  readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
-    return this.#track("reading a partition", () => this.#readPartition(topic, partition));
+  readPartition(topic: string, partition: number, options: ReadPartitionOptions = {}): Promise<InboundRecord[]> {
+    return this.#track("reading a partition", () => this.#readPartition(topic, partition, options));
   }
 
-  async #readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+  async #readPartition(topic: string, partition: number, options: ReadPartitionOptions): Promise<InboundRecord[]> {
     const out: InboundRecord[] = [];
     const [end] = (await latestOffsets(this.#lib, this.#admin, [topic]).catch((error) => {
       throw classify(error, `reading the end of ${topic}[${partition}]`);
     })).filter((o) => o.partition === partition);
-    if (!end || end.offset <= 0n) return out;
+    const from = options.from ?? 0n;
+    let topicId: string | undefined;
+    if (options.onProgress) {
+      const [described] = await call<Rd.TopicDescription[]>((cb) => this.#admin.describeTopics([topic], { timeout: ADMIN_TIMEOUT_MS }, cb)).catch((error) => {
+        throw classify(error, `describing ${topic}`);
+      });
+      topicId = described?.topicId?.base64str;
+    }
+    const progress = (position: bigint) => options.onProgress?.({ position, start: from, end: end?.offset ?? 0n, ...(topicId ? { topicId } : {}) });
+    progress(from);
+    if (!end || end.offset <= 0n || end.offset <= from) return out;
     const consumer = new this.#lib.KafkaConsumer({
       "bootstrap.servers": this.#brokers.join(","),
       "group.id": `fv-restore-${crypto.randomUUID()}`,
@@ -101,6 +111,8 @@ export class ConfluentAdmin implements Admin {
       "enable.auto.offset.store": false,
       "isolation.level": "read_committed",
       "enable.partition.eof": true,
+      // A `from` before the log's start (records deleted from the front) reads from the start.
+      "auto.offset.reset": "earliest",
       "fetch.wait.max.ms": FETCH_MAX_WAIT_MS,
     });
     let atEnd = false;
@@ -110,12 +122,14 @@ export class ConfluentAdmin implements Admin {
     try {
       await connect(consumer);
       consumer.setDefaultConsumeTimeout(200);
-      consumer.assign([{ topic, partition, offset: -2 /* OFFSET_BEGINNING */ }]);
+      // From `from`, or the beginning (-2, OFFSET_BEGINNING); an offset before the log's start resets to it.
+      consumer.assign([{ topic, partition, offset: from > 0n ? Number(from) : -2 }]);
       const deadline = Date.now() + 60_000;
       while (!atEnd) {
         const messages = await call<Rd.Message[]>((cb) => consumer.consume(1000, cb));
         for (const m of messages) if (BigInt(m.offset) < end.offset) out.push(toInbound(m));
         const position = consumer.position([{ topic, partition }])[0]?.offset;
+        if (position !== undefined && position >= 0) progress(BigInt(position));
         if (position !== undefined && position >= 0 && BigInt(position) >= end.offset) break;
         if (Date.now() > deadline) throw new FvError("KAFKA_RETRYABLE", `reading ${topic}[${partition}] did not reach offset ${end.offset} within 60 s`);
       }

@@ -1,6 +1,6 @@
 /** Producing on librdkafka: a send resolves once every record's delivery report is in. */
 import type * as Rd from "@confluentinc/kafka-javascript";
-import type { OutboundRecord, Producer } from "../port.ts";
+import type { CommitOffset, OutboundRecord, Producer, Written } from "../port.ts";
 import { toBuffer } from "../shared.ts";
 import { classify, ERR } from "./errors.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
@@ -12,6 +12,8 @@ const DELIVERY_TIMEOUT_MS = 60_000;
 interface Delivery {
   remaining: number;
   error: unknown;
+  /** The first offset delivered per partition, by "topic\u0000partition". */
+  first: Map<string, CommitOffset>;
   resolve(): void;
   reject(error: unknown): void;
 }
@@ -20,10 +22,11 @@ interface Delivery {
  * Produces records and resolves once librdkafka reports every one delivered (acks=all). Delivery
  * reports are polled on librdkafka's background thread, off the event loop.
  */
-export async function produceAll(producer: Rd.Producer, records: OutboundRecord[]): Promise<void> {
-  if (records.length === 0) return;
+export async function produceAll(producer: Rd.Producer, records: OutboundRecord[]): Promise<Written> {
+  if (records.length === 0) return [];
+  const first = new Map<string, CommitOffset>();
   await new Promise<void>((resolve, reject) => {
-    const delivery: Delivery = { remaining: records.length, error: undefined, resolve, reject };
+    const delivery: Delivery = { remaining: records.length, error: undefined, first, resolve, reject };
     let i = 0;
     const next = () => {
       for (; i < records.length; i++) {
@@ -46,12 +49,18 @@ export async function produceAll(producer: Rd.Producer, records: OutboundRecord[
     };
     next();
   });
+  return [...first.values()];
 }
 
 export function onDelivery(err: Rd.LibrdKafkaError | undefined | null, report: Rd.DeliveryReport): void {
   const delivery = report.opaque as Delivery | undefined;
   if (!delivery) return;
   if (err) delivery.error ??= err;
+  else if (report.offset !== undefined && report.offset >= 0) {
+    const key = `${report.topic}\u0000${report.partition}`;
+    const seen = delivery.first.get(key);
+    if (!seen || BigInt(report.offset) < seen.offset) delivery.first.set(key, { topic: report.topic, partition: report.partition, offset: BigInt(report.offset) });
+  }
   if (--delivery.remaining === 0) {
     if (delivery.error) delivery.reject(delivery.error);
     else delivery.resolve();
@@ -96,11 +105,11 @@ export class ConfluentProducer implements Producer {
     }
   }
 
-  async send(records: OutboundRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async send(records: OutboundRecord[]): Promise<Written> {
+    if (records.length === 0) return [];
     try {
       await this.#ready();
-      await produceAll(this.#producer, records);
+      return await produceAll(this.#producer, records);
     } catch (error) {
       throw classify(error, "producing");
     }

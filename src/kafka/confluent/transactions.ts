@@ -2,7 +2,7 @@
 import type * as Rd from "@confluentinc/kafka-javascript";
 import { delay } from "../../async.ts";
 import { FvError } from "../../errors.ts";
-import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer } from "../port.ts";
+import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
 import { type GroupMembers, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import type { ConfluentMember } from "./consumer.ts";
 import { classify } from "./errors.ts";
@@ -98,12 +98,12 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     this.#state.began();
   }
 
-  async send(records: OutboundRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async send(records: OutboundRecord[]): Promise<Written> {
+    if (records.length === 0) return [];
     await this.#begin();
     this.#state.wrote();
     try {
-      await produceAll(this.#producer, records);
+      return await produceAll(this.#producer, records);
     } catch (error) {
       throw this.#failed(error, "producing in a transaction");
     }

@@ -3,7 +3,7 @@ import { delay } from "../../async.ts";
 import { Admin as PltAdmin, Consumer as PltConsumer } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
 import { filterAbortedTransactions } from "../aborted-transactions.ts";
-import type { Admin, CommitOffset, InboundRecord, TopicSpec } from "../port.ts";
+import type { Admin, CommitOffset, InboundRecord, ReadPartitionOptions, TopicSpec } from "../port.ts";
 import { byTopic, createMissingTopics, partitionsOf } from "../shared.ts";
 import { STABLE_OFFSETS_WAIT_MS } from "./consumer.ts";
 import { classify, topicAlreadyExists, unstableOffsetCommit } from "./errors.ts";
@@ -66,7 +66,7 @@ export class PlatformaticAdmin implements Admin {
    * fetches of up to READ_PARTITION_BYTES. read_committed, with aborted transactions dropped by
    * Kafka's own rule (../aborted-transactions.ts), up to the last stable offset at the start.
    */
-  async readPartition(topic: string, partition: number): Promise<InboundRecord[]> {
+  async readPartition(topic: string, partition: number, options: ReadPartitionOptions = {}): Promise<InboundRecord[]> {
     const out: InboundRecord[] = [];
     const reader = new PltConsumer({ groupId: `fv-read-${crypto.randomUUID()}`, clientId: `${this.#clientId}-read`, bootstrapBrokers: this.#brokers, autocommit: false });
     filterAbortedTransactions(reader);
@@ -74,10 +74,14 @@ export class PlatformaticAdmin implements Admin {
       const end = (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, isolationLevel: READ_COMMITTED })).get(topic)?.[partition] ?? 0n;
       // The log's start: 0 unless records were deleted from the front (EARLIEST is timestamp -2).
       let position = (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, timestamp: -2n })).get(topic)?.[partition] ?? 0n;
+      if (options.from !== undefined && options.from > position) position = options.from;
+      const start = position;
       // The leader, once: if it moves during the read, the fetch fails retryable and the restore reads again.
       const info = (await reader.metadata({ topics: [topic] })).topics.get(topic);
       const leader = info?.partitions[partition]?.leader;
       if (!info || leader === undefined || leader < 0) throw new FvError("KAFKA_RETRYABLE", `${topic}[${partition}] has no leader to read from`);
+      const progress = () => options.onProgress?.({ position, start, end, ...(info.id ? { topicId: String(info.id) } : {}) });
+      progress();
       let idle = 0;
       while (position < end) {
         const response = await reader.fetch({
@@ -113,7 +117,7 @@ export class PlatformaticAdmin implements Admin {
         if (position === before && ++idle * 100 > READ_STALL_MS) {
           throw new FvError("KAFKA_RETRYABLE", `reading ${topic}[${partition}] made no progress for ${READ_STALL_MS / 1000} s (at offset ${position} of ${end})`);
         }
-        if (position !== before) idle = 0;
+        if (position !== before) (idle = 0), progress();
         else await delay(100);
       }
       return out;

@@ -5,7 +5,7 @@
 import type { Buffer } from "node:buffer";
 import { Producer as PltProducer } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
-import type { OutboundRecord, Producer } from "../port.ts";
+import type { CommitOffset, OutboundRecord, Producer, Written } from "../port.ts";
 import { classify } from "./errors.ts";
 import { partitionOfKey } from "../murmur2.ts";
 import { type OutgoingMessage, partitioner, toMessage } from "./records.ts";
@@ -62,10 +62,21 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
  * checked. A gap is retryable: the transaction aborts (exactly-once), the send is retried
  * (at-least-once).
  */
-export function checkWritten(producer: PltProducer, messages: OutgoingMessage[], result: unknown): void {
-  const offsets = (result as { offsets?: Array<{ topic: string; partition: number }> } | undefined)?.offsets;
+/**
+ * Checks that a send wrote every partition its messages went to (see below), and notes in
+ * `written` the first offset it wrote in each (the batch's base offset, as Kafka reports it).
+ */
+export function checkWritten(producer: PltProducer, messages: OutgoingMessage[], result: unknown, written?: Map<string, CommitOffset>): void {
+  const offsets = (result as { offsets?: Array<{ topic: string; partition: number; offset: bigint }> } | undefined)?.offsets;
   if (!offsets) return;
-  const written = new Set(offsets.map((o) => `${o.topic}\u0000${o.partition}`));
+  if (written) {
+    for (const o of offsets) {
+      const key = `${o.topic}\u0000${o.partition}`;
+      const seen = written.get(key);
+      if (!seen || o.offset < seen.offset) written.set(key, { topic: o.topic, partition: o.partition, offset: BigInt(o.offset) });
+    }
+  }
+  const partitionsWritten = new Set(offsets.map((o) => `${o.topic}\u0000${o.partition}`));
   const metadata = (producer as unknown as { currentMetadata?: { topics: Map<string, { partitionsCount: number }> } }).currentMetadata;
   // The usual case costs no hashing: every partition of each topic sent to was written.
   const perTopic = new Map<string, number>();
@@ -78,7 +89,7 @@ export function checkWritten(producer: PltProducer, messages: OutgoingMessage[],
     const count = metadata?.topics.get(m.topic)?.partitionsCount;
     if (!count) continue;
     const partition = m.partition !== undefined ? m.partition % count : partitionOfKey(m.key!, count);
-    if (!written.has(`${m.topic}\u0000${partition}`)) {
+    if (!partitionsWritten.has(`${m.topic}\u0000${partition}`)) {
       throw new FvError("KAFKA_RETRYABLE", `the client acknowledged a send that wrote nothing to ${m.topic}[${partition}] (${offsets.length} partitions written)`);
     }
   }
@@ -91,10 +102,12 @@ export class PlatformaticProducer implements Producer {
     this.#producer = new PltProducer({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false, partitioner });
   }
 
-  async send(records: OutboundRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async send(records: OutboundRecord[]): Promise<Written> {
+    if (records.length === 0) return [];
+    const written = new Map<string, CommitOffset>();
     try {
-      for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#producer.send({ messages }));
+      for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#producer.send({ messages }), written);
+      return [...written.values()];
     } catch (error) {
       throw classify(error, "producing");
     }

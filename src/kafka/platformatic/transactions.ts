@@ -2,7 +2,7 @@
 import { type Consumer as PltConsumer, Producer as PltProducer } from "@platformatic/kafka";
 import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
-import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer } from "../port.ts";
+import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
 import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import { classify, retryDelay } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
@@ -73,15 +73,17 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     return this.#tx;
   }
 
-  async send(records: OutboundRecord[]): Promise<void> {
-    if (records.length === 0) return;
+  async send(records: OutboundRecord[]): Promise<Written> {
+    if (records.length === 0) return [];
     const tx = await this.#begin();
     this.#state.wrote();
+    const written = new Map<string, CommitOffset>();
     try {
       for (const messages of chunkBySize(records.map(toMessage))) {
         this.#stillOpen(tx, "producing in a transaction");
-        checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })));
+        checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })), written);
       }
+      return [...written.values()];
     } catch (error) {
       throw classify(error, "producing in a transaction");
     }

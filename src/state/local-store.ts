@@ -1,0 +1,290 @@
+/**
+ * The local state store: one LMDB environment per (stateful stage, input partition) under
+ * STREAM_STATE_DIR, holding the last committed value of every state key of that task, and the
+ * changelog offset it covers. The compacted `fv-state-<name>` topic stays the source of truth:
+ * the store only ever receives what the changelog already holds committed, so a restore reads
+ * the store and then the changelog's tail from the covered offset on (see docs/operators.md, "State").
+ *
+ * Layout: `<dir>/stage-<n>/partition-<p>/` with `state.mdb` (LMDB: a `state` table of key → JSON
+ * text, a `meta` table with the covered offset and the owner) and `.checkpoint` (JSON: what the
+ * store belongs to and the offset it covers, like Kafka Streams' `.checkpoint` file).
+ */
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { open, type Database, type RootDatabase } from "lmdb";
+import { FvError } from "../errors.ts";
+import type { Logger } from "../logger.ts";
+
+/** What a store belongs to: a store of anything else is foreign and rebuilt. */
+export interface StoreIdentity {
+  pipeline: string;
+  stateTopic: string;
+  /** Stage index (0-based). */
+  stage: number;
+  /** The operator (window, session, join ...). */
+  operator: string;
+  /** A digest of the stage's definition: a changed topology makes the store foreign. */
+  fingerprint: string;
+  partition: number;
+}
+
+/** The `.checkpoint` file next to each store. */
+interface CheckpointFile extends StoreIdentity {
+  version: number;
+  /** The changelog offset from which a restore reads the tail (every record before it is in the store). */
+  changelogOffset: string | null;
+  /** The state topic's id (Kafka's topic UUID) the store was filled from. */
+  topicId?: string;
+  updatedAt: string;
+}
+
+const FORMAT_VERSION = 1;
+const DATA_FILE = "state.mdb";
+const CHECKPOINT_FILE = ".checkpoint";
+/** LMDB's magic number, in the first meta page at byte 16 (after the page header). */
+const LMDB_MAGIC = 0xbeefc0de;
+const COVERED = "covered";
+const OWNER = "owner";
+const TOPIC_ID = "topicId";
+
+/** One store write: a state key and its JSON text, or null to delete it. */
+export interface StoreChange {
+  key: string;
+  value: string | null;
+}
+
+/**
+ * Opens the stores of one loop. A store that cannot be trusted (another pipeline's, another
+ * topology's, unreadable, never completed) is wiped at open, with a warning naming its path: its
+ * task restores from the changelog alone, and nothing else stops.
+ */
+export class LocalStateStores {
+  readonly dir: string;
+  readonly #log: Logger;
+
+  constructor(dir: string, log: Logger) {
+    this.dir = dir;
+    this.#log = log;
+  }
+
+  pathOf(stage: number, partition: number): string {
+    return join(this.dir, `stage-${stage + 1}`, `partition-${partition}`);
+  }
+
+  /** Opens (or creates) the store of one task and takes it over: a previous owner's late writes are refused from now on. */
+  open(identity: StoreIdentity): LocalStateStore {
+    const path = this.pathOf(identity.stage, identity.partition);
+    const problem = inspect(path, identity);
+    if (problem) {
+      this.#log("warn", `local state store ${path}: ${problem}; rebuilding it from the changelog ${identity.stateTopic}[${identity.partition}]`);
+      wipe(path);
+    }
+    try {
+      return LocalStateStore.open(path, identity);
+    } catch (error) {
+      if (error instanceof FvError && error.code === "STATE_STORE_FAILED") throw error;
+      // Opened but unreadable (a damaged page): start it over once.
+      this.#log("warn", `local state store ${path} could not be opened (${(error as Error).message}); rebuilding it from the changelog ${identity.stateTopic}[${identity.partition}]`);
+      wipe(path);
+      return LocalStateStore.open(path, identity);
+    }
+  }
+
+  /** Wipes one store (its state could not be decoded): the task restores from the changelog alone. */
+  rebuild(store: LocalStateStore, reason: string): LocalStateStore {
+    this.#log("warn", `local state store ${store.path}: ${reason}; rebuilding it from the changelog ${store.identity.stateTopic}[${store.identity.partition}]`);
+    store.closeNow();
+    wipe(store.path);
+    return LocalStateStore.open(store.path, store.identity);
+  }
+}
+
+export class LocalStateStore {
+  readonly path: string;
+  readonly identity: StoreIdentity;
+  readonly #root: RootDatabase;
+  readonly #state: Database<string, string>;
+  readonly #meta: Database<string, string>;
+  readonly #owner = crypto.randomUUID();
+  #closed = false;
+  /** Writes not finished yet: close waits for them. */
+  #writing: Promise<unknown> = Promise.resolve();
+
+  private constructor(path: string, identity: StoreIdentity, root: RootDatabase) {
+    this.path = path;
+    this.identity = identity;
+    this.#root = root;
+    this.#state = root.openDB<string, string>({ name: "state", encoding: "string" });
+    this.#meta = root.openDB<string, string>({ name: "meta", encoding: "string" });
+  }
+
+  static open(path: string, identity: StoreIdentity): LocalStateStore {
+    let root: RootDatabase;
+    try {
+      mkdirSync(path, { recursive: true });
+      if (!existsSync(join(path, CHECKPOINT_FILE))) writeCheckpoint(path, identity, null);
+      root = open({ path: join(path, DATA_FILE), maxDbs: 4, compression: false });
+    } catch (error) {
+      throw storeFailure(path, "opening", error);
+    }
+    const store = new LocalStateStore(path, identity, root);
+    // Taking over: the owner changes in a committed write, so a process that had the partition
+    // before (still writing its last checkpoint) can no longer change the store.
+    try {
+      store.#meta.transactionSync(() => {
+        store.#meta.putSync(OWNER, store.#owner);
+        // A store without a covered offset was never completed (its first fill was cut short):
+        // it starts empty, or keys deleted since would come back.
+        if (store.#meta.get(COVERED) === undefined) store.#state.clearSync();
+      });
+    } catch (error) {
+      store.closeNow();
+      throw storeFailure(path, "taking over", error);
+    }
+    return store;
+  }
+
+  /** The changelog offset from which a restore reads (undefined: the store is empty, read it all). */
+  get covered(): bigint | undefined {
+    const value = this.#meta.get(COVERED);
+    return value === undefined ? undefined : BigInt(value);
+  }
+
+  /** The id of the state topic the store was written from (another id: the topic was created again). */
+  get topicId(): string | undefined {
+    return this.#meta.get(TOPIC_ID);
+  }
+
+  /** Every stored key and its JSON text. */
+  *entries(): Iterable<StoreChange & { value: string }> {
+    for (const { key, value } of this.#state.getRange({})) yield { key: key as string, value };
+  }
+
+  /** Live keys in the store. */
+  get keys(): number {
+    return (this.#state.getStats() as { entryCount?: number }).entryCount ?? 0;
+  }
+
+  /** Bytes the store takes on disk. */
+  get bytesOnDisk(): number {
+    try {
+      return statSync(join(this.path, DATA_FILE)).size;
+    } catch {
+      return 0;
+    }
+  }
+
+  /**
+   * Applies committed changes, and moves the covered offset to `covered` when given, in one LMDB
+   * transaction: the store never holds half a checkpoint. Refused (false) once another owner took
+   * the store over. Throws STATE_STORE_FAILED when the disk refuses the write (full, read-only).
+   */
+  write(changes: readonly StoreChange[], covered?: bigint, topicId?: string): Promise<boolean> {
+    if (this.#closed) return Promise.resolve(false);
+    const written = this.#state.transaction(() => {
+      if (this.#meta.get(OWNER) !== this.#owner) return false;
+      for (const change of changes) {
+        if (change.value === null) void this.#state.remove(change.key);
+        else void this.#state.put(change.key, change.value);
+      }
+      if (covered !== undefined) void this.#meta.put(COVERED, String(covered));
+      if (topicId !== undefined) void this.#meta.put(TOPIC_ID, topicId);
+      return true;
+    }).then(
+      (done) => {
+        if (done && covered !== undefined && !this.#closed) writeCheckpoint(this.path, this.identity, covered, this.topicId);
+        return done;
+      },
+      (error) => {
+        throw storeFailure(this.path, "writing", error);
+      },
+    );
+    this.#writing = written.catch(() => {});
+    return written;
+  }
+
+  /** Closes after the writes under way. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await this.#writing;
+    this.closeNow();
+  }
+
+  closeNow(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    void this.#root.close().catch(() => {});
+  }
+}
+
+/** Why a store cannot be trusted, or undefined when it can be opened. */
+function inspect(path: string, identity: StoreIdentity): string | undefined {
+  const checkpointPath = join(path, CHECKPOINT_FILE);
+  const dataPath = join(path, DATA_FILE);
+  if (!existsSync(path)) return undefined;
+  if (!existsSync(checkpointPath)) return existsSync(dataPath) ? "it has no .checkpoint file" : undefined;
+  let checkpoint: CheckpointFile;
+  try {
+    checkpoint = JSON.parse(readFileSync(checkpointPath, "utf8")) as CheckpointFile;
+  } catch {
+    return "its .checkpoint file is not JSON (a torn write?)";
+  }
+  if (checkpoint.version !== FORMAT_VERSION) return `it has format version ${checkpoint.version}, this engine writes ${FORMAT_VERSION}`;
+  for (const field of ["pipeline", "stateTopic", "stage", "operator", "fingerprint", "partition"] as const) {
+    if (checkpoint[field] !== identity[field]) {
+      return `it belongs to ${field} ${JSON.stringify(checkpoint[field])}, not ${JSON.stringify(identity[field])} (another pipeline's or topology's store)`;
+    }
+  }
+  if (!existsSync(dataPath)) return undefined;
+  // LMDB trusts its file: a damaged one can crash the process instead of failing a read. The
+  // header is checked before it is mapped.
+  const size = statSync(dataPath).size;
+  if (size === 0) return undefined;
+  if (size < 8192) return `${DATA_FILE} is truncated (${size} bytes)`;
+  const header = Buffer.alloc(24);
+  const fd = openSync(dataPath, "r");
+  try {
+    readSync(fd, header, 0, 24, 0);
+  } finally {
+    closeSync(fd);
+  }
+  if (header.readUInt32LE(16) !== LMDB_MAGIC) return `${DATA_FILE} is not an LMDB file (bad magic number)`;
+  return undefined;
+}
+
+function wipe(path: string): void {
+  try {
+    rmSync(path, { recursive: true, force: true });
+  } catch (error) {
+    throw storeFailure(path, "removing", error);
+  }
+}
+
+function writeCheckpoint(path: string, identity: StoreIdentity, covered: bigint | null, topicId?: string): void {
+  const file: CheckpointFile = {
+    version: FORMAT_VERSION,
+    ...identity,
+    ...(topicId ? { topicId } : {}),
+    changelogOffset: covered === null ? null : String(covered),
+    updatedAt: new Date().toISOString(),
+  };
+  const target = join(path, CHECKPOINT_FILE);
+  try {
+    // Written aside and renamed: a crash leaves the old file or the new one, never half of one.
+    writeFileSync(`${target}.tmp`, `${JSON.stringify(file, null, 2)}\n`);
+    renameSync(`${target}.tmp`, target);
+  } catch (error) {
+    throw storeFailure(path, "writing the .checkpoint file of", error);
+  }
+}
+
+function storeFailure(path: string, doing: string, error: unknown): FvError {
+  if (error instanceof FvError) return error;
+  const message = (error as Error)?.message ?? String(error);
+  const code = (error as { code?: string })?.code;
+  const full = code === "ENOSPC" || /MDB_MAP_FULL|No space left|ENOSPC/i.test(message);
+  const hint = full
+    ? "the disk is full: free space there or point STREAM_STATE_DIR at a larger disk (the committed state is safe in the changelog topic)"
+    : "check that the directory is writable, or point STREAM_STATE_DIR elsewhere (the committed state is safe in the changelog topic)";
+  return new FvError("STATE_STORE_FAILED", `${doing} the local state store ${path} failed: ${message}; ${hint}`, { cause: error, context: { path } });
+}
