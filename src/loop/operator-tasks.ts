@@ -243,7 +243,7 @@ export class OperatorTasks {
           ? `it covers ${this.#options.stateTopic}[${partition}] up to offset ${from}, past the topic's end ${end} (was the state topic deleted and created again?)`
           : undefined;
         if (foreign) {
-          store = this.#options.stores!.rebuild(store!, foreign);
+          store = await this.#options.stores!.rebuild(store!, foreign);
           continue;
         }
         let read: DecodedState;
@@ -251,7 +251,7 @@ export class OperatorTasks {
           read = this.#decode(stage, partition, records, store);
         } catch (error) {
           if (!(error instanceof StoreUnreadable) || !store) throw error;
-          store = this.#options.stores!.rebuild(store, error.message);
+          store = await this.#options.stores!.rebuild(store, error.message);
           continue;
         }
         // 3. The state must cover what the group committed: each checkpoint records the next input

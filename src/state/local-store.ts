@@ -41,7 +41,7 @@ interface CheckpointFile extends StoreIdentity {
 const FORMAT_VERSION = 1;
 const DATA_FILE = "state.mdb";
 const CHECKPOINT_FILE = ".checkpoint";
-/** LMDB's magic number, in the first meta page at byte 16 (after the page header). */
+/** LMDB's magic number, in the first meta page right after the page header (16 or 24 bytes, by version). */
 const LMDB_MAGIC = 0xbeefc0de;
 const COVERED = "covered";
 const OWNER = "owner";
@@ -91,9 +91,9 @@ export class LocalStateStores {
   }
 
   /** Wipes one store (its state could not be decoded): the task restores from the changelog alone. */
-  rebuild(store: LocalStateStore, reason: string): LocalStateStore {
+  async rebuild(store: LocalStateStore, reason: string): Promise<LocalStateStore> {
     this.#log("warn", `local state store ${store.path}: ${reason}; rebuilding it from the changelog ${store.identity.stateTopic}[${store.identity.partition}]`);
-    store.closeNow();
+    await store.close();
     wipe(store.path);
     return LocalStateStore.open(store.path, store.identity);
   }
@@ -206,14 +206,14 @@ export class LocalStateStore {
   /** Closes after the writes under way. */
   async close(): Promise<void> {
     if (this.#closed) return;
+    this.#closed = true;
     await this.#writing;
-    this.closeNow();
+    await this.#root.close().catch(() => {});
   }
 
+  /** Closes without waiting (a failed open or restore). */
   closeNow(): void {
-    if (this.#closed) return;
-    this.#closed = true;
-    void this.#root.close().catch(() => {});
+    void this.close();
   }
 }
 
@@ -240,15 +240,15 @@ function inspect(path: string, identity: StoreIdentity): string | undefined {
   // header is checked before it is mapped.
   const size = statSync(dataPath).size;
   if (size === 0) return undefined;
-  if (size < 8192) return `${DATA_FILE} is truncated (${size} bytes)`;
-  const header = Buffer.alloc(24);
+  if (size < 4096) return `${DATA_FILE} is truncated (${size} bytes)`;
+  const header = Buffer.alloc(32);
   const fd = openSync(dataPath, "r");
   try {
-    readSync(fd, header, 0, 24, 0);
+    readSync(fd, header, 0, 32, 0);
   } finally {
     closeSync(fd);
   }
-  if (header.readUInt32LE(16) !== LMDB_MAGIC) return `${DATA_FILE} is not an LMDB file (bad magic number)`;
+  if (header.readUInt32LE(16) !== LMDB_MAGIC && header.readUInt32LE(24) !== LMDB_MAGIC) return `${DATA_FILE} is not an LMDB file (bad magic number)`;
   return undefined;
 }
 

@@ -1,0 +1,212 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Admin, InboundRecord, OutboundRecord, ReadPartitionOptions } from "../../src/kafka/port.ts";
+import { emptyCounters } from "../../src/loop/counters.ts";
+import { OperatorTasks } from "../../src/loop/operator-tasks.ts";
+import { LocalStateStores, type StoreIdentity } from "../../src/state/local-store.ts";
+import { compileTopology } from "../../src/topology/compile-topology.ts";
+
+const dirs: string[] = [];
+const tempDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), "fv-store-"));
+  dirs.push(dir);
+  return dir;
+};
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+const identity: StoreIdentity = { pipeline: "p", stateTopic: "fv-state-p", stage: 0, operator: "windowedAggregate", fingerprint: "abc", partition: 3 };
+
+function storesIn(dir: string) {
+  const warnings: string[] = [];
+  const stores = new LocalStateStores(dir, (level, message) => void (level === "warn" && warnings.push(message)));
+  return { stores, warnings };
+}
+
+const contents = (store: { entries(): Iterable<{ key: string; value: string }> }) => Object.fromEntries([...store.entries()].map((e) => [e.key, e.value]));
+
+describe("the local state store", () => {
+  test("keeps committed changes and the changelog offset it covers across a reopen, with a .checkpoint file beside it", async () => {
+    const dir = tempDir();
+    const { stores } = storesIn(dir);
+    const store = stores.open(identity);
+    expect(store.covered).toBeUndefined();
+    expect(await store.write([{ key: "a", value: "1" }, { key: "b", value: "2" }], 10n, "topic-1")).toBe(true);
+    expect(await store.write([{ key: "a", value: "3" }, { key: "b", value: null }], 14n)).toBe(true);
+    await store.close();
+
+    const again = stores.open(identity);
+    expect(again.covered).toBe(14n);
+    expect(again.topicId).toBe("topic-1");
+    expect(contents(again)).toEqual({ a: "3" });
+    expect(again.keys).toBe(1);
+    expect(again.bytesOnDisk).toBeGreaterThan(0);
+    await again.close();
+    const checkpoint = JSON.parse(readFileSync(join(dir, "stage-1", "partition-3", ".checkpoint"), "utf8"));
+    expect(checkpoint).toMatchObject({ version: 1, pipeline: "p", stateTopic: "fv-state-p", stage: 0, partition: 3, changelogOffset: "14", topicId: "topic-1" });
+  });
+
+  test("a process that took the store over refuses the late writes of the previous owner", async () => {
+    const dir = tempDir();
+    const { stores } = storesIn(dir);
+    const before = stores.open(identity);
+    await before.write([{ key: "a", value: "1" }], 5n);
+    const after = stores.open(identity);
+    expect(await before.write([{ key: "a", value: "old" }], 2n)).toBe(false);
+    expect(contents(after)).toEqual({ a: "1" });
+    expect(after.covered).toBe(5n);
+    await before.close();
+    await after.close();
+  });
+
+  test("a store that never got its covered offset (its first fill was cut short) starts empty", async () => {
+    const dir = tempDir();
+    const { stores } = storesIn(dir);
+    const store = stores.open(identity);
+    await store.write([{ key: "a", value: "1" }]);
+    await store.close();
+    const again = stores.open(identity);
+    expect(contents(again)).toEqual({});
+    await again.close();
+  });
+
+  test("another pipeline's or topology's store is rebuilt, with a warning naming its path", async () => {
+    const dir = tempDir();
+    const { stores, warnings } = storesIn(dir);
+    const store = stores.open(identity);
+    await store.write([{ key: "a", value: "1" }], 5n);
+    await store.close();
+    const other = stores.open({ ...identity, fingerprint: "changed" });
+    expect(contents(other)).toEqual({});
+    expect(other.covered).toBeUndefined();
+    await other.close();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(join(dir, "stage-1", "partition-3"));
+    expect(warnings[0]).toContain('fingerprint "abc"');
+  });
+
+  test("a corrupted data file or a torn .checkpoint is detected at open and rebuilt; nothing throws", async () => {
+    for (const damage of ["data", "checkpoint", "truncated"] as const) {
+      const dir = tempDir();
+      const { stores, warnings } = storesIn(dir);
+      const store = stores.open(identity);
+      await store.write([{ key: "a", value: "1" }], 5n);
+      await store.close();
+      const path = join(dir, "stage-1", "partition-3");
+      if (damage === "data") writeFileSync(join(path, "state.mdb"), Buffer.alloc(64 * 1024, 0x5a));
+      if (damage === "truncated") writeFileSync(join(path, "state.mdb"), Buffer.alloc(100));
+      if (damage === "checkpoint") writeFileSync(join(path, ".checkpoint"), '{"version": 1, "pipel');
+      const again = stores.open(identity);
+      expect(contents(again)).toEqual({});
+      expect(again.covered).toBeUndefined();
+      expect(await again.write([{ key: "b", value: "2" }], 7n)).toBe(true);
+      await again.close();
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(path);
+    }
+  });
+});
+
+describe("a restore with the local store", () => {
+  const T0 = 1_717_000_000_000;
+  const stage = compileTopology({
+    stages: [{ inputs: ["in"], output: "out", steps: [{ op: "windowedAggregate", timeColumn: "ts", windowMs: 60_000, groupBy: ["key"], aggs: [{ op: "count", alias: "n" }] }] }],
+  }).stages[0]!;
+  const encoder = new TextEncoder();
+
+  /** A changelog partition in memory that records the offset each read started from. */
+  function changelog() {
+    const log: InboundRecord[] = [];
+    const reads: Array<bigint | undefined> = [];
+    const append = (records: OutboundRecord[]) => {
+      const first = BigInt(log.length);
+      for (const r of records) {
+        log.push({
+          topic: "fv-state-p", partition: 0, offset: BigInt(log.length), timestamp: 0n, headers: [],
+          key: encoder.encode(String(r.key)), value: r.value === null ? null : encoder.encode(String(r.value)),
+        });
+      }
+      return [{ topic: "fv-state-p", partition: 0, offset: first }];
+    };
+    const admin = {
+      readPartition: async (_topic: string, _partition: number, options: ReadPartitionOptions = {}) => {
+        reads.push(options.from);
+        const start = options.from ?? 0n;
+        options.onProgress?.({ position: BigInt(log.length), start, end: BigInt(log.length), topicId: "t1" });
+        return log.filter((r) => r.offset >= start);
+      },
+    } as unknown as Admin;
+    return { log, reads, append, admin };
+  }
+
+  function tasksOn(admin: Admin, dir: string) {
+    const counters = emptyCounters();
+    const tasks = new OperatorTasks([stage], admin, { stateTopic: "fv-state-p", idlePartitionMs: 10_000, maxStateKeys: 1_000_000, pipeline: "p", stores: new LocalStateStores(dir, () => {}) }, counters);
+    tasks.setStageTopics(stage, ["in"]);
+    return { tasks, counters };
+  }
+
+  const feed = (tasks: OperatorTasks, task: Awaited<ReturnType<OperatorTasks["task"]>>, keys: string[], from: number) =>
+    keys.forEach((key, i) => tasks.process(task, { topic: "in", partition: 0, offset: BigInt(from + i), timestamp: 0n, key: null, value: null, headers: [] }, { key, ts: T0 + from + i }, 0));
+
+  test("reads only the changelog's tail after what the store covers, and ends with the same state", async () => {
+    const dir = tempDir();
+    const { log, reads, append, admin } = changelog();
+    // A first process: restores from an empty changelog, processes, checkpoints twice.
+    const first = tasksOn(admin, dir);
+    const task = await first.tasks.task(stage, 0);
+    feed(first.tasks, task, ["a", "b", "c"], 0);
+    let drained = first.tasks.drainChangelog();
+    first.tasks.persist(drained, append(drained));
+    feed(first.tasks, task, ["a", "d"], 3);
+    drained = first.tasks.drainChangelog();
+    first.tasks.persist(drained, append(drained));
+    const stored = drained.length;
+    await first.tasks.close();
+    // Records the store never saw (the process died before its write): they are the tail.
+    feed(first.tasks, task, ["e", "a"], 5);
+    const unseen = first.tasks.drainChangelog();
+    append(unseen);
+
+    const second = tasksOn(admin, dir);
+    const restored = await second.tasks.task(stage, 0);
+    // The second checkpoint's first offset is where the tail starts (its records are read again, harmlessly).
+    expect(reads).toEqual([undefined, BigInt(log.length - unseen.length - stored)]);
+    expect(second.counters.restoredRecords).toBe(stored + unseen.length);
+    expect(second.counters.restoredFromStore).toBeGreaterThan(0);
+    expect(restored.op.snapshot()).toEqual(task.op.snapshot());
+    expect(restored.op.stateSize().keys).toBe(5);
+    await second.tasks.close();
+
+    // A third restore: the second one wrote the tail into the store, so nothing is left to read.
+    const third = tasksOn(admin, dir);
+    const again = await third.tasks.task(stage, 0);
+    expect(reads.at(-1)).toBe(BigInt(log.length));
+    expect(third.counters.restoredRecords).toBe(0);
+    expect(again.op.snapshot()).toEqual(task.op.snapshot());
+    await third.tasks.close();
+  });
+
+  test("a changelog that was never committed (an aborted transaction's) never reaches the store", async () => {
+    const dir = tempDir();
+    const { append, admin } = changelog();
+    const first = tasksOn(admin, dir);
+    const task = await first.tasks.task(stage, 0);
+    feed(first.tasks, task, ["a"], 0);
+    const committed = first.tasks.drainChangelog();
+    first.tasks.persist(committed, append(committed));
+    const snapshot = task.op.snapshot();
+    feed(first.tasks, task, ["b", "c"], 1);
+    first.tasks.drainChangelog(); // its transaction aborted: never persisted, never in the log
+    await first.tasks.close();
+
+    const second = tasksOn(admin, dir);
+    const restored = await second.tasks.task(stage, 0);
+    expect(restored.op.snapshot()).toEqual(snapshot);
+    expect(restored.op.stateSize().keys).toBe(1);
+    await second.tasks.close();
+  });
+});
