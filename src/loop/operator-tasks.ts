@@ -4,7 +4,6 @@ import type { Row } from "../expr/index.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
 import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
-import { createHash } from "node:crypto";
 import { delay } from "../async.ts";
 import type { Logger } from "../logger.ts";
 import type { Written } from "../kafka/port.ts";
@@ -110,7 +109,14 @@ class StoreUnreadable extends Error {}
 
 /** A digest of a stateful stage's definition: a store written for another definition is foreign. */
 function fingerprintOf(stage: CompiledStage): string {
-  return createHash("sha256").update(JSON.stringify(stage.def.steps[stage.operator!.step])).digest("hex").slice(0, 16);
+  // FNV-1a (32 bits), twice with different seeds: a digest to tell definitions apart, not a secret.
+  const text = JSON.stringify(stage.def.steps[stage.operator!.step]);
+  const fnv = (seed: number) => {
+    let h = seed;
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+    return h.toString(16).padStart(8, "0");
+  };
+  return fnv(0x811c9dc5) + fnv(0x050c5d1f);
 }
 
 /** Key of the changelog entry that records which input offsets a task's state covers. */
@@ -386,7 +392,8 @@ export class OperatorTasks {
   #install(stage: CompiledStage, partition: number, read: DecodedState, records: InboundRecord[], releases: number, store: LocalStateStore | undefined, topicId: string | undefined): Task {
     const { entries, covered, eventTimes, heard } = read;
     const op = stage.operator!.compiled.create();
-    op.restore(entries);
+    // Each key once: the store's entries and the tail's last versions never overlap (#decode).
+    op.restore(entries, { unique: true });
     const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes, ...(store ? { store } : {}) };
     // Event-time progress comes back with the state: a partition without new rows still counts
     // with how far it got (until it goes idle), and a hop partition with what it last heard.

@@ -1,4 +1,3 @@
-import { join, resolve } from "node:path";
 import { deadline } from "../async.ts";
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import type { FvError } from "../errors.ts";
@@ -31,10 +30,10 @@ export interface SessionDeps {
 
 const TIMED_OUT = Symbol("timed out");
 
-/** The local state stores' directory: STREAM_STATE_DIR, else `.fv-state/<pipeline>`; undefined when "off". */
+/** The local state stores' directory: STREAM_STATE_DIR, else `.fv-state/<pipeline>` (under the working directory); undefined when "off". */
 export function stateDirOf(setting: string | undefined, pipeline: string): string | undefined {
   if (setting === "off") return undefined;
-  return resolve(setting ?? join(".fv-state", pipeline));
+  return setting ?? `.fv-state/${pipeline}`;
 }
 
 /** Exactly-once: one transaction's work, from its first batch until its commit is done. */

@@ -56,6 +56,8 @@ export class OperatorState<E extends Entity> {
   #started = false;
   // Restored entities wait here (later entries win) until the operator first needs them.
   readonly #restored = new Map<string, E>();
+  /** Restored entities known to have distinct keys (`restore(entries, { unique: true })`): no map needed. */
+  #restoredList: E[] = [];
   #restoredSeq = 0;
   #restoredWatermark = -Infinity;
   #needsLoad = false;
@@ -70,7 +72,7 @@ export class OperatorState<E extends Entity> {
     if (!this.#needsLoad) return;
     this.#needsLoad = false;
     this.#codec.clear();
-    const entities = [...this.#restored.values()].sort((a, b) => a.seq - b.seq);
+    const entities = (this.#restoredList.length ? this.#restoredList : [...this.#restored.values()]).sort((a, b) => a.seq - b.seq);
     let seq = this.#restoredSeq;
     for (const entity of entities) {
       entity.persisted = true;
@@ -91,6 +93,7 @@ export class OperatorState<E extends Entity> {
     this.ready();
     this.#started = true;
     this.#restored.clear();
+    this.#restoredList = [];
   }
 
   /** The next arrival sequence number. */
@@ -163,8 +166,14 @@ export class OperatorState<E extends Entity> {
     return out;
   }
 
-  restore(entries: Iterable<StateEntry>): void {
+  restore(entries: Iterable<StateEntry>, options: { unique?: boolean } = {}): void {
     this.#checkNotStarted("restore");
+    // Distinct keys into an empty state (a local store's entries): a list, not a map of a million keys.
+    const unique = options.unique === true && this.#restored.size === 0 && this.#restoredList.length === 0;
+    if (!unique && this.#restoredList.length) {
+      for (const entity of this.#restoredList) this.#restored.set(entity.key, entity);
+      this.#restoredList = [];
+    }
     for (const entry of entries) {
       const key = (entry as { key?: unknown })?.key;
       if (typeof key !== "string") throw new FvError("STATE_CORRUPTED", `${this.op}: a changelog entry has no string key`, { context: { op: this.op } });
@@ -174,11 +183,12 @@ export class OperatorState<E extends Entity> {
       if (key === META_KEY) {
         this.#restoreMeta(reader, value);
       } else if (value === null) {
-        this.#restored.delete(key);
+        if (!unique) this.#restored.delete(key);
       } else {
         const entity = this.#codec.decode(reader, value);
         if (entity.key !== key) reader.fail(`the value belongs to key ${JSON.stringify(entity.key)}`);
-        this.#restored.set(key, entity);
+        if (unique) this.#restoredList.push(entity);
+        else this.#restored.set(key, entity);
       }
     }
     this.#needsLoad = true;
@@ -256,8 +266,8 @@ export abstract class StatefulOperator<E extends Entity> implements Operator {
     return this.state.drainChanges();
   }
 
-  restore(entries: Iterable<StateEntry>): void {
-    this.state.restore(entries);
+  restore(entries: Iterable<StateEntry>, options?: { unique?: boolean }): void {
+    this.state.restore(entries, options);
   }
 
   snapshot(): OperatorSnapshot {

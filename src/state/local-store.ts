@@ -10,7 +10,7 @@
  * store belongs to and the offset it covers, like Kafka Streams' `.checkpoint` file).
  */
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { open, type Database, type RootDatabase } from "lmdb";
 import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
@@ -63,7 +63,7 @@ export class LocalStateStores {
   readonly #log: Logger;
 
   constructor(dir: string, log: Logger) {
-    this.dir = dir;
+    this.dir = resolve(dir);
     this.#log = log;
   }
 

@@ -1,0 +1,111 @@
+/**
+ * The local state store (STREAM_STATE_DIR) through the real broker: a restart reads only the
+ * changelog's tail after what the store covers, and a corrupted store is rebuilt from the
+ * changelog with a warning, the windows exact in both. (Kill -9 under exactly-once with the store
+ * on is exactly-once.test.ts's stateful crash test: the store is on by default.)
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type CliRun, lastRecord, logsOf, startCli, waitFor } from "../helpers/cli.ts";
+import { client, createTopic, json, produce, uniqueName } from "../helpers/kafka.ts";
+import { windowedCountPipeline } from "../helpers/pipelines.ts";
+import { expectedWindows, finalWindows, sorted, trades } from "../helpers/trades.ts";
+import { runUntilOutput } from "../helpers/streams.ts";
+
+const PARTITIONS = 4;
+
+/** Runs the first part of the input through a process, stopped with SIGTERM once all of it is in the state. */
+async function firstRun(file: string, env: Record<string, string>, consumed: number): Promise<CliRun> {
+  const run = startCli(["run", file], { env });
+  await waitFor(() => (lastRecord(run.records)?.metrics?.consumed ?? 0) >= consumed || run.child.exitCode !== null, 90_000, "the first part consumed");
+  // A checkpoint after the last row (every 300 ms here).
+  await new Promise((r) => setTimeout(r, 1000));
+  run.child.kill("SIGTERM");
+  expect(await run.exited).toBe(0);
+  return run;
+}
+
+/** The changelog offset each partition's store covers, from its .checkpoint file. */
+const coveredOffsets = (stateDir: string) =>
+  Array.from({ length: PARTITIONS }, (_, p) => {
+    const checkpoint = JSON.parse(readFileSync(join(stateDir, "stage-1", `partition-${p}`, ".checkpoint"), "utf8"));
+    return checkpoint.changelogOffset === null ? 0n : BigInt(checkpoint.changelogOffset);
+  });
+
+async function changelogRecords(name: string, from: bigint[]): Promise<number> {
+  const admin = client.admin({ clientId: "fv-test-store" });
+  try {
+    let n = 0;
+    for (let p = 0; p < PARTITIONS; p++) n += (await admin.readPartition(`fv-state-${name}`, p, { from: from[p]! })).length;
+    return n;
+  } finally {
+    await admin.close();
+  }
+}
+
+describe("the local state store through the real broker", () => {
+  test("a restart restores only the changelog's tail after what the store covers (the exact count), and the windows are exact", async () => {
+    const name = uniqueName("store-tail");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    const stateDir = mkdtempSync(join(tmpdir(), "fv-state-"));
+    await createTopic(input, PARTITIONS);
+    const all = trades(input, 400, 6);
+    const half = Math.floor(all.length / 2);
+    await produce(all.slice(0, half));
+    const file = windowedCountPipeline(name, input, output, "sym", { repartition: false });
+    const env = { STREAM_STATE_DIR: stateDir, STREAM_CHECKPOINT_INTERVAL_MS: "300", STREAM_IDLE_PARTITION_MS: "3000" };
+    const first = await firstRun(file, env, half);
+    expect(lastRecord(first.records)!.metrics!.restoredFromStore).toBe(0);
+
+    // What the restart must read: the committed changelog records from each store's covered offset on.
+    const covered = coveredOffsets(stateDir);
+    const tail = await changelogRecords(name, covered);
+    const whole = await changelogRecords(name, covered.map(() => 0n));
+    expect(tail).toBeLessThan(whole);
+
+    await produce(all.slice(half));
+    const expected = expectedWindows(400, 6);
+    const { run: second, records } = await runUntilOutput(file, output, (out) => finalWindows(out.map(json)).length >= expected.length, "every window", { env, timeoutMs: 90_000 });
+    expect(finalWindows(records.map(json))).toEqual(sorted(expected));
+    const m = lastRecord(second.records)!.metrics!;
+    console.log(`store restart: ${m.restoredRecords} changelog records read (of ${whole}), ${m.restoredFromStore} entries from the store, in ${m.restoreMs} ms`);
+    expect(m.restoredRecords).toBe(tail);
+    expect(m.restoredFromStore).toBeGreaterThan(0);
+    // The build record shows each store.
+    const partitions = m.partitions.filter((p) => p.topic === input);
+    expect(partitions).toHaveLength(PARTITIONS);
+    expect(partitions.some((p) => (p.storeKeys ?? 0) > 0)).toBe(true);
+    for (const p of partitions) expect(p.storeBytesOnDisk).toBeGreaterThan(0);
+  });
+
+  test("a corrupted local store is rebuilt from the changelog with a warning naming its path; nothing else stops and the windows are exact", async () => {
+    const name = uniqueName("store-corrupt");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    const stateDir = mkdtempSync(join(tmpdir(), "fv-state-"));
+    await createTopic(input, PARTITIONS);
+    const all = trades(input, 400, 6);
+    const half = Math.floor(all.length / 2);
+    await produce(all.slice(0, half));
+    const file = windowedCountPipeline(name, input, output, "sym", { repartition: false });
+    const env = { STREAM_STATE_DIR: stateDir, STREAM_CHECKPOINT_INTERVAL_MS: "300", STREAM_IDLE_PARTITION_MS: "3000" };
+    await firstRun(file, env, half);
+
+    // Partition 0's store is overwritten with garbage; the others stay.
+    const covered = coveredOffsets(stateDir);
+    const damaged = join(stateDir, "stage-1", "partition-0");
+    writeFileSync(join(damaged, "state.mdb"), Buffer.alloc(64 * 1024, 0x5a));
+    const expectedRead = (await changelogRecords(name, [0n, ...covered.slice(1)]));
+
+    await produce(all.slice(half));
+    const expected = expectedWindows(400, 6);
+    const { run: second, records } = await runUntilOutput(file, output, (out) => finalWindows(out.map(json)).length >= expected.length, "every window", { env, timeoutMs: 90_000 });
+    expect(finalWindows(records.map(json))).toEqual(sorted(expected));
+    const warning = second.logs.find((l) => l.level === "warn" && l.msg.includes(damaged));
+    expect(warning?.msg ?? logsOf(second, 30)).toContain("rebuilding it from the changelog");
+    expect(lastRecord(second.records)!.metrics!.restoredRecords).toBe(expectedRead);
+  });
+});
