@@ -43,6 +43,8 @@ export interface Settings {
    * changelog), or undefined for the default `.fv-state/<pipeline>` under the working directory.
    */
   stateDir?: string;
+  /** Standby copies of each stateful partition's state kept by other members (0: none). */
+  standbyReplicas: number;
   /** What happens to rows that arrive after their window closed: dropped, or dead-lettered. */
   lateRows: "drop" | "deadLetter";
   /** Partitions of each repartition topic; 0: as many as the stage's widest input. */
@@ -78,6 +80,7 @@ const schema = v.object({
   STREAM_SESSION_TIMEOUT_MS: v.optional(int("STREAM_SESSION_TIMEOUT_MS", 3000), "10000"),
   STREAM_IDLE_PARTITION_MS: v.optional(int("STREAM_IDLE_PARTITION_MS", 100), "10000"),
   STREAM_STATE_MAX_KEYS: v.optional(int("STREAM_STATE_MAX_KEYS", 1), "1000000"),
+  STREAM_STANDBY_REPLICAS: v.optional(v.pipe(int("STREAM_STANDBY_REPLICAS", 0), v.maxValue(8, "STREAM_STANDBY_REPLICAS must be at most 8")), "0"),
   STREAM_STATE_DIR: v.optional(v.pipe(v.string(), v.minLength(1, "STREAM_STATE_DIR must be a directory or off"))),
   STREAM_LATE_ROWS: v.optional(v.picklist(["drop", "deadLetter"], "STREAM_LATE_ROWS must be drop or deadLetter"), "drop"),
   STREAM_REPARTITION_PARTITIONS: v.optional(int("STREAM_REPARTITION_PARTITIONS", 0), "0"),
@@ -105,6 +108,7 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_SESSION_TIMEOUT_MS", "a member silent this long (crashed, paused) leaves the group and its partitions move", "10000"],
   ["STREAM_IDLE_PARTITION_MS", "an input partition without rows this long stops holding a stateful stage's watermark back", "10000"],
   ["STREAM_STATE_MAX_KEYS", "most live state keys per stateful stage and partition; more fails the stream with a clear error", "1000000"],
+  ["STREAM_STANDBY_REPLICAS", "copies of each stateful partition's state other members keep up to date (in their STREAM_STATE_DIR), for a failover that reads only a tail; pure-JS client only", "0"],
   ["STREAM_STATE_DIR", "where the local state stores live (LMDB, one per stateful stage and partition): a restart reads only the changelog's tail; off = memory and changelog only", ".fv-state/<pipeline> under the working directory"],
   ["STREAM_LATE_ROWS", "drop | deadLetter: rows older than their window's close are counted, then dropped or dead-lettered", "drop"],
   ["STREAM_REPARTITION_PARTITIONS", "partitions of each repartition topic fv-repartition-<name>-<stage>; 0: as many as the stage's widest input", "0"],
@@ -151,6 +155,7 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     idlePartitionMs: s.STREAM_IDLE_PARTITION_MS,
     stateMaxKeys: s.STREAM_STATE_MAX_KEYS,
     ...(s.STREAM_STATE_DIR ? { stateDir: s.STREAM_STATE_DIR } : {}),
+    standbyReplicas: s.STREAM_STANDBY_REPLICAS,
     lateRows: s.STREAM_LATE_ROWS,
     repartitionPartitions: s.STREAM_REPARTITION_PARTITIONS,
     kafkaClient: s.STREAM_KAFKA_CLIENT,

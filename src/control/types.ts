@@ -131,6 +131,12 @@ export interface BuildMetrics extends StreamCounters {
     /** While restoring: changelog records read of those to read, rate (records/s) and ETA (s). */
     restore?: { read: number; total: number; fromStore: number; rate: number; etaSeconds: number | null };
   }>;
+  /**
+   * Standby copies this process keeps of other members' task states (STREAM_STANDBY_REPLICAS):
+   * the state topic's partition, the stage (1-based), the changelog offset the copy covers, and
+   * how many changelog records it was behind at its last read.
+   */
+  standbyPartitions: Array<{ topic: string; partition: number; stage: number; offset: number; lag: number }>;
   recordsPerSecond: number;
   /** The restore rate so far: restoredRecords ÷ restoreMs, in changelog records per second (0 before any restore). */
   restoreRecordsPerSecond: number;

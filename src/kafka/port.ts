@@ -44,6 +44,19 @@ export interface AssignmentListener {
   onRebalance?(): Promise<void> | void;
   /** The new assignment after a rebalance; `revoked` were owned before and are not now. */
   onAssignment?(change: { assigned: TopicPartition[]; revoked: TopicPartition[]; owned: TopicPartition[] }): void;
+  /**
+   * Per partition number, the changelog offset this member's local state covers (its active and
+   * standby stores). An adapter whose assignor can weigh it sends it with each join, so that a
+   * partition that moves goes where its state is furthest along.
+   */
+  warmPartitions?(): ReadonlyMap<number, bigint>;
+}
+
+/** A group member and the partition numbers it owns, as the adapter's assignor orders members. */
+export interface GroupMember {
+  memberId: string;
+  name: string;
+  partitions: number[];
 }
 
 export interface ConsumerOptions {
@@ -208,6 +221,11 @@ export interface Admin {
    * wait until no transaction that commits offsets for them is pending (KIP-447 require_stable).
    */
   committedOffsets(groupId: string, topics: string[], options?: { stable?: boolean; partitions?: number[] }): Promise<CommitOffset[]>;
+  /**
+   * The group's members and what each owns, when the client can tell (standby placement, see
+   * src/kafka/assignment.ts); undefined when it cannot.
+   */
+  groupMembers?(groupId: string): Promise<GroupMember[] | undefined>;
   close(): Promise<void>;
 }
 

@@ -12,6 +12,7 @@ import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import { type LoopPlan, stateTopicOf } from "./plan.ts";
 import type { UpstreamHop } from "./repartition.ts";
+import type { StandbyPartition } from "./standby-tasks.ts";
 import { Session } from "./session.ts";
 import { countEmissions, type Emissions, routesOf, StageRunner } from "./stage-runner.ts";
 import { defaultTimings, type LoopTimings } from "./timings.ts";
@@ -118,6 +119,11 @@ export class ConsumerLoop {
   /** Partitions this loop owns now, with the live state size of stateful stages' input partitions. */
   owned(): OwnedPartition[] {
     return this.#session ? this.#watchdog.owned(this.#session) : [];
+  }
+
+  /** The standby copies this loop keeps (STREAM_STANDBY_REPLICAS), with their lag. */
+  standbys(): StandbyPartition[] {
+    return this.#session?.standbys?.list() ?? [];
   }
 
   #to(next: LoopState): void {

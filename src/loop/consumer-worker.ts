@@ -28,7 +28,7 @@ scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
   try {
     const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
     loop = new ConsumerLoop(plan, client, log);
-    const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), metrics: loop!.metrics.snapshot() }), REPORT_INTERVAL_MS);
+    const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), standbys: loop!.standbys(), metrics: loop!.metrics.snapshot() }), REPORT_INTERVAL_MS);
     const state = await loop.run();
     clearInterval(timer);
     post({ type: "done", state, counters: loop.counters, metrics: loop.metrics.snapshot(), error: loop.error?.message });

@@ -4,7 +4,7 @@ import type { BuildMetrics } from "../control/types.ts";
  * Counters of one consumer loop: the build record's metrics less what only the stream knows.
  * Plain data, so it crosses Worker boundaries; the loops' counters add up to the build's.
  */
-export type LoopCounters = Omit<BuildMetrics, "consumers" | "partitions" | "recordsPerSecond" | "restoreRecordsPerSecond" | "guarantee" | "kafkaClient">;
+export type LoopCounters = Omit<BuildMetrics, "consumers" | "partitions" | "standbyPartitions" | "recordsPerSecond" | "restoreRecordsPerSecond" | "guarantee" | "kafkaClient">;
 
 export function emptyCounters(): LoopCounters {
   return {

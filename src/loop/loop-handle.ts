@@ -5,12 +5,15 @@ import { ConsumerLoop, type LoopState } from "./consumer-loop.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
+import type { StandbyPartition } from "./standby-tasks.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
 
 /** A running consumer loop, in this thread or in a Worker; the stream sees both alike. */
 export interface LoopHandle {
   counters(): LoopCounters;
   owned(): TopicPartition[];
+  /** Standby copies of other members' task states it keeps. */
+  standbys(): StandbyPartition[];
   /** Cumulative metric events of the loop (latencies, rebalances, checkpoints). */
   metrics(): MetricsSnapshot;
   stop(): void;
@@ -22,7 +25,7 @@ export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHand
   const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
   const loop = new ConsumerLoop(plan, client, log);
   const done = loop.run().then((state) => ({ state, error: loop.error?.message }));
-  return { counters: () => loop.counters, owned: () => loop.owned(), metrics: () => loop.metrics.snapshot(), stop: () => loop.stop(), done };
+  return { counters: () => loop.counters, owned: () => loop.owned(), standbys: () => loop.standbys(), metrics: () => loop.metrics.snapshot(), stop: () => loop.stop(), done };
 }
 
 /** Runs the loop in a Worker, so N consumers use N cores. */
@@ -31,6 +34,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   const worker = new Worker(new URL(`./consumer-worker${import.meta.url.slice(-3)}`, import.meta.url).href, { type: "module" });
   let counters = emptyCounters();
   let owned: TopicPartition[] = [];
+  let standbys: StandbyPartition[] = [];
   let metrics = emptySnapshot();
   const done = new Promise<{ state: LoopState; error?: string }>((resolve) => {
     worker.onmessage = (event: MessageEvent<WorkerReport>) => {
@@ -38,6 +42,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
       if (report.type === "counters") {
         counters = report.counters;
         owned = report.owned;
+        standbys = report.standbys;
         metrics = report.metrics;
       } else if (report.type === "log") {
         log(report.level, report.message, { ...report.context, consumer: plan.consumerIndex });
@@ -45,6 +50,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
         if (report.counters) counters = report.counters;
         if (report.metrics) metrics = report.metrics;
         owned = [];
+        standbys = [];
         worker.terminate();
         resolve({ state: report.state, error: report.error });
       }
@@ -61,6 +67,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   return {
     counters: () => counters,
     owned: () => owned,
+    standbys: () => standbys,
     metrics: () => metrics,
     stop: () => worker.postMessage({ type: "stop" } satisfies WorkerMessage),
     done,

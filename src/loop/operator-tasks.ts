@@ -7,7 +7,7 @@ import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
 import { delay } from "../async.ts";
 import type { Logger } from "../logger.ts";
 import type { Written } from "../kafka/port.ts";
-import type { LocalStateStore, LocalStateStores, StoreChange } from "../state/local-store.ts";
+import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
 import { HeardWatermarks, type HopSource } from "./repartition.ts";
 
 /** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
@@ -62,6 +62,8 @@ export interface OperatorTaskOptions {
   stores?: LocalStateStores;
   /** The pipeline's name (what a local store belongs to). */
   pipeline?: string;
+  /** Before a task's store opens: its standby copy, if any, is closed (it may be promoted). */
+  beforeOpen?: (stage: number, partition: number) => Promise<void>;
   log?: Logger;
 }
 
@@ -212,7 +214,7 @@ export class OperatorTasks {
   async #load(stage: CompiledStage, partition: number): Promise<Task> {
     const releases = this.#releases.get(partition) ?? 0;
     const topics = [...this.#stageTopics(stage)];
-    let store = this.#openStore(stage, partition);
+    let store = await this.#openStore(stage, partition);
     try {
       for (let attempt = 1; ; attempt++) {
         // 1. The input's committed offsets, once stable: the previous owner's transaction, which
@@ -279,19 +281,29 @@ export class OperatorTasks {
     }
   }
 
-  /** The local store of a task, opened and taken over; undefined when stores are off. */
-  #openStore(stage: CompiledStage, partition: number): LocalStateStore | undefined {
+  /**
+   * The local store of a task, opened and taken over (its standby copy first promoted when it
+   * goes further); undefined when stores are off.
+   */
+  async #openStore(stage: CompiledStage, partition: number): Promise<LocalStateStore | undefined> {
     const stores = this.#options.stores;
     if (!stores) return undefined;
-    const def = stage.operator!;
-    return stores.open({
+    const identity = this.storeIdentity(stage, partition);
+    await this.#options.beforeOpen?.(stage.index, partition);
+    stores.promote(identity);
+    return stores.open(identity);
+  }
+
+  /** What the local store of (stage, partition) belongs to. */
+  storeIdentity(stage: CompiledStage, partition: number): StoreIdentity {
+    return {
       pipeline: this.#options.pipeline ?? "",
       stateTopic: this.#options.stateTopic,
       stage: stage.index,
-      operator: def.op,
+      operator: stage.operator!.op,
       fingerprint: fingerprintOf(stage),
       partition,
-    });
+    };
   }
 
   /** Restores under way, by (stage index, partition). */

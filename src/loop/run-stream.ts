@@ -107,6 +107,7 @@ export async function runStream(
         guarantee,
         kafkaClient,
         partitions: handles.flatMap((h) => h.owned()).sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition),
+        standbyPartitions: handles.flatMap((h) => h.standbys()),
         recordsPerSecond: lastRate.perSecond,
         restoreRecordsPerSecond: counters.restoreMs > 0 ? Math.round((counters.restoredRecords * 1000) / counters.restoreMs) : 0,
       },

@@ -8,6 +8,7 @@ import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import { OperatorTasks } from "./operator-tasks.ts";
 import { LocalStateStores } from "../state/local-store.ts";
+import { StandbyTasks } from "./standby-tasks.ts";
 import { type LoopPlan, stateTopicOf } from "./plan.ts";
 import { RecordCollector } from "./record-collector.ts";
 import { type UpstreamHop, UpstreamTracker } from "./repartition.ts";
@@ -29,6 +30,8 @@ export interface SessionDeps {
 }
 
 const TIMED_OUT = Symbol("timed out");
+/** How often standby copies read their changelog's tail. */
+const STANDBY_INTERVAL_MS = 500;
 
 /** The local state stores' directory: STREAM_STATE_DIR, else `.fv-state/<pipeline>` (under the working directory); undefined when "off". */
 export function stateDirOf(setting: string | undefined, pipeline: string): string | undefined {
@@ -62,6 +65,8 @@ export class Session {
   readonly admin: Admin;
   /** Stateful operators, restored per partition from the state topic. */
   readonly tasks: OperatorTasks;
+  /** Standby copies of other members' task states (STREAM_STANDBY_REPLICAS), when on. */
+  readonly standbys: StandbyTasks | undefined;
   readonly collector: RecordCollector;
   /** Upstream side of repartition hops: how far each input partition got, and what was announced. */
   readonly upstream: UpstreamTracker;
@@ -102,18 +107,40 @@ export class Session {
     const { settings } = plan;
     const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
     const admin = (this.admin = client.admin({ clientId: `${clientId}-state` }));
+    const stateDir = stateDirOf(settings.stateDir, plan.pipeline);
+    const stores = stateDir && deps.stages.some((s) => s.operator) ? new LocalStateStores(stateDir, log) : undefined;
+    const stateTopic = stateTopicOf(plan.pipeline);
+    // The name the assignor orders members by (the consumer's group instance id, else its client id).
+    const memberName = settings.instanceId ? `${settings.instanceId}-${plan.consumerIndex}` : clientId;
     this.tasks = new OperatorTasks(deps.stages, admin, {
-      stateTopic: stateTopicOf(plan.pipeline),
+      stateTopic,
       idlePartitionMs: settings.idlePartitionMs,
       maxStateKeys: settings.stateMaxKeys,
       pipeline: plan.pipeline,
       log,
-      ...(stateDirOf(settings.stateDir, plan.pipeline) ? { stores: new LocalStateStores(stateDirOf(settings.stateDir, plan.pipeline)!, log) } : {}),
+      ...(stores ? { stores } : {}),
+      beforeOpen: (stage, partition) => this.standbys?.release(stage, partition) ?? Promise.resolve(),
       // Restore reads the changelog only once the input's committed offsets are stable, and
       // checks that the state it read covers them (see OperatorTasks.#load).
       committedOffsets: (topics, partition) => admin.committedOffsets(plan.groupId, topics, { stable: true, partitions: [partition] }),
     }, deps.counters);
     this.tasks.onStoreError = (error) => void (this.backgroundError ??= error);
+    if (stores && settings.standbyReplicas > 0) {
+      if (admin.groupMembers) {
+        this.standbys = new StandbyTasks(deps.stages, admin, stores, {
+          groupId: plan.groupId,
+          name: memberName,
+          replicas: settings.standbyReplicas,
+          stateTopic,
+          identityOf: (stage, partition) => this.tasks.storeIdentity(stage, partition),
+          intervalMs: STANDBY_INTERVAL_MS,
+          log,
+        });
+        this.standbys.start();
+      } else {
+        log("warn", `STREAM_STANDBY_REPLICAS=${settings.standbyReplicas} is ignored: the ${plan.kafkaClient} Kafka client cannot tell the group's members (standbys need the pure-JS client, STREAM_KAFKA_CLIENT=platformatic)`);
+      }
+    }
     this.upstream = new UpstreamTracker(deps.upstreamHops, settings.idlePartitionMs);
     for (const stage of deps.stages) {
       if (!stage.operator) continue;
@@ -141,6 +168,8 @@ export class Session {
       ...(settings.instanceId ? { groupInstanceId: `${settings.instanceId}-${plan.consumerIndex}` } : {}),
       log: (level, message) => log(level, message),
       listener: {
+        // How far the local state of each partition goes: the assignor sends a moving partition there.
+        warmPartitions: () => (stores ? stores.warm(plan.pipeline, stateTopic) : new Map()),
         // A rebalance started: checkpoint at the next batch boundary (state, offsets, and under
         // exactly-once the open transaction), while this generation still holds. The adapter
         // rejoins once this resolves, so no work of the old generation stays open.
@@ -156,6 +185,7 @@ export class Session {
           this.#assigned(assigned, revoked);
           // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
           this.tasks.release(owned, revoked);
+          this.standbys?.assigned(owned.map((tp) => tp.partition));
           // Restore the state of new partitions now: the process is not ready until it is back.
           this.tasks.prefetch(assigned);
           metrics.rebalanced();
@@ -287,6 +317,7 @@ export class Session {
         else log("warn", `closing the ${what}: ${(error as Error).message}`);
       }
     };
+    await bounded("standby replicas", this.standbys && (() => this.standbys!.close()));
     await bounded("local state stores", () => this.tasks.close());
     await bounded("admin client", () => this.admin.close());
     await bounded("consumer", () => this.consumer.close());

@@ -4,12 +4,13 @@ import type { LoopState } from "./consumer-loop.ts";
 import type { LoopCounters } from "./counters.ts";
 import type { LogLevel } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
+import type { StandbyPartition } from "./standby-tasks.ts";
 
 /** Main thread → worker. */
 export type WorkerMessage = { type: "start"; plan: LoopPlan } | { type: "stop" };
 
 /** Worker → main thread. */
 export type WorkerReport =
-  | { type: "counters"; counters: LoopCounters; owned: TopicPartition[]; metrics: MetricsSnapshot }
+  | { type: "counters"; counters: LoopCounters; owned: TopicPartition[]; standbys: StandbyPartition[]; metrics: MetricsSnapshot }
   | { type: "log"; level: LogLevel; message: string; context?: Record<string, unknown> }
   | { type: "done"; state: LoopState; counters?: LoopCounters; metrics?: MetricsSnapshot; error?: string };

@@ -9,7 +9,7 @@
  * text, a `meta` table with the covered offset and the owner) and `.checkpoint` (JSON: what the
  * store belongs to and the offset it covers, like Kafka Streams' `.checkpoint` file).
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { open, type Database, type RootDatabase } from "lmdb";
 import { FvError } from "../errors.ts";
@@ -67,13 +67,17 @@ export class LocalStateStores {
     this.#log = log;
   }
 
-  pathOf(stage: number, partition: number): string {
-    return join(this.dir, `stage-${stage + 1}`, `partition-${partition}`);
+  /** Where the store of a task lives: `<dir>/stage-<n>/partition-<p>`, or under `<dir>/standby/` for a standby copy. */
+  pathOf(stage: number, partition: number, role: "active" | "standby" = "active"): string {
+    return join(this.dir, ...(role === "standby" ? ["standby"] : []), `stage-${stage + 1}`, `partition-${partition}`);
   }
 
-  /** Opens (or creates) the store of one task and takes it over: a previous owner's late writes are refused from now on. */
-  open(identity: StoreIdentity): LocalStateStore {
-    const path = this.pathOf(identity.stage, identity.partition);
+  /**
+   * Opens (or creates) the store of one task and takes it over: a previous owner's late writes
+   * are refused from now on. `standby`: the copy a standby task keeps up to date.
+   */
+  open(identity: StoreIdentity, role: "active" | "standby" = "active"): LocalStateStore {
+    const path = this.pathOf(identity.stage, identity.partition, role);
     const problem = inspect(path, identity);
     if (problem) {
       this.#log("warn", `local state store ${path}: ${problem}; rebuilding it from the changelog ${identity.stateTopic}[${identity.partition}]`);
@@ -88,6 +92,83 @@ export class LocalStateStores {
       wipe(path);
       return LocalStateStore.open(path, identity);
     }
+  }
+
+  /**
+   * A partition becomes active here: its standby copy (closed by now) replaces the active store
+   * when it covers more of the changelog (or the active one is missing); otherwise it goes.
+   */
+  promote(identity: StoreIdentity): void {
+    const standby = this.pathOf(identity.stage, identity.partition, "standby");
+    if (!existsSync(standby)) return;
+    const active = this.pathOf(identity.stage, identity.partition);
+    const covered = (path: string) => {
+      if (inspect(path, identity) || !existsSync(join(path, DATA_FILE))) return undefined;
+      try {
+        const offset = (JSON.parse(readFileSync(join(path, CHECKPOINT_FILE), "utf8")) as CheckpointFile).changelogOffset;
+        return offset === null ? undefined : BigInt(offset);
+      } catch {
+        return undefined;
+      }
+    };
+    const fromStandby = covered(standby);
+    const fromActive = covered(active);
+    if (fromStandby !== undefined && (fromActive === undefined || fromStandby > fromActive)) {
+      wipe(active);
+      mkdirSync(join(active, ".."), { recursive: true });
+      try {
+        renameSync(standby, active);
+      } catch (error) {
+        throw storeFailure(active, "promoting the standby copy to", error);
+      }
+      this.#log("info", `local state store ${active}: took over its standby copy (it covers the changelog up to offset ${fromStandby})`);
+    } else {
+      wipe(standby);
+    }
+  }
+
+  /**
+   * Per partition number, the changelog offset the stores on disk cover (the least over a
+   * partition's stages, active or standby copy, whichever goes further): what this process tells
+   * the assignor, so that a partition goes where its state is furthest along.
+   */
+  warm(pipeline: string, stateTopic: string): Map<number, bigint> {
+    const best = new Map<string, bigint>(); // "stage/partition" → offset
+    for (const role of ["active", "standby"] as const) {
+      const root = role === "standby" ? join(this.dir, "standby") : this.dir;
+      let stages: string[];
+      try {
+        stages = readdirSync(root).filter((d) => /^stage-\d+$/.test(d));
+      } catch {
+        continue;
+      }
+      for (const stage of stages) {
+        let partitions: string[];
+        try {
+          partitions = readdirSync(join(root, stage)).filter((d) => /^partition-\d+$/.test(d));
+        } catch {
+          continue;
+        }
+        for (const partition of partitions) {
+          try {
+            const c = JSON.parse(readFileSync(join(root, stage, partition, CHECKPOINT_FILE), "utf8")) as CheckpointFile;
+            if (c.pipeline !== pipeline || c.stateTopic !== stateTopic || c.changelogOffset === null) continue;
+            const key = `${c.stage}/${c.partition}`;
+            const offset = BigInt(c.changelogOffset);
+            if ((best.get(key) ?? -1n) < offset) best.set(key, offset);
+          } catch {
+            // Not a store (yet): not warm.
+          }
+        }
+      }
+    }
+    const out = new Map<number, bigint>();
+    for (const [key, offset] of best) {
+      const partition = Number(key.split("/")[1]);
+      const seen = out.get(partition);
+      if (seen === undefined || offset < seen) out.set(partition, offset);
+    }
+    return out;
   }
 
   /** Wipes one store (its state could not be decoded): the task restores from the changelog alone. */

@@ -44,6 +44,7 @@ const RECORD: BuildRecord = {
     recordsPerSecond: 250,
     restoreRecordsPerSecond: 0,
     restoredFromStore: 0,
+    standbyPartitions: [],
   },
 };
 

@@ -3,7 +3,8 @@ import { delay } from "../../async.ts";
 import { Admin as PltAdmin, Consumer as PltConsumer } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
 import { filterAbortedTransactions } from "../aborted-transactions.ts";
-import type { Admin, CommitOffset, InboundRecord, ReadPartitionOptions, TopicSpec } from "../port.ts";
+import type { Admin, CommitOffset, GroupMember, InboundRecord, ReadPartitionOptions, TopicSpec } from "../port.ts";
+import { parseUserData } from "./assigner.ts";
 import { byTopic, createMissingTopics, partitionsOf } from "../shared.ts";
 import { STABLE_OFFSETS_WAIT_MS } from "./consumer.ts";
 import { classify, topicAlreadyExists, unstableOffsetCommit } from "./errors.ts";
@@ -151,6 +152,22 @@ export class PlatformaticAdmin implements Admin {
         throw classify(error, `reading committed offsets of ${groupId}`);
       }
     }
+  }
+
+  async groupMembers(groupId: string): Promise<GroupMember[] | undefined> {
+    let group;
+    try {
+      group = (await this.#admin.describeGroups({ groups: [groupId] })).get(groupId);
+    } catch (error) {
+      throw classify(error, `describing group ${groupId}`);
+    }
+    if (!group || String(group.state).toUpperCase() !== "STABLE") return undefined;
+    return [...group.members.values()].map((m) => {
+      const { name } = parseUserData(m.id, m.metadata?.metadata as Buffer | undefined);
+      const partitions = new Set<number>();
+      for (const a of m.assignments?.values() ?? []) for (const p of a.partitions) partitions.add(p);
+      return { memberId: m.id, name, partitions: [...partitions].sort((a, b) => a - b) };
+    });
   }
 
   async close(): Promise<void> {

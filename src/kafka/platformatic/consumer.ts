@@ -70,7 +70,7 @@ export class PlatformaticConsumer implements GroupConsumer {
     this.#brokers = brokers;
     this.#members = members;
     this.#maxBuffered = options.maxBuffered ?? 4096;
-    const userData = memberUserData(options.groupInstanceId ?? options.clientId);
+    const name = options.groupInstanceId ?? options.clientId;
     this.#consumer = new PltConsumer({
       groupId: options.groupId,
       clientId: options.clientId,
@@ -87,7 +87,10 @@ export class PlatformaticConsumer implements GroupConsumer {
       protocolsMetadata: async () => {
         this.#rebalancing = true;
         await this.#beforeRejoin();
-        return userData;
+        // What the assignor weighs: the partitions this member owns (it keeps them) and how far its
+        // local state of each goes (a partition that moves goes where its state is furthest along).
+        const owned = [...new Set(this.#owned.list().map((tp) => tp.partition))];
+        return memberUserData(name, owned, this.#options.listener?.warmPartitions?.());
       },
       ...GROUP_TIMINGS,
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),

@@ -29,7 +29,7 @@ const running = (status: AdminStatus) => {
     metrics: {
       consumed: 1234, emitted: 600, dropped: 600, poison: 34, poisonByReason: { invalid_json: 30, type_error: 4 }, deadLettered: 34, commits: 9,
       transactionsCommitted: 0, transactionsAborted: 0, checkpointFailures: 0, checkpointTimeouts: 0, restarts: 0, stallRestarts: 0, late: 0, repartitioned: 0, restoredRecords: 0, restoreMs: 0, stateKeys: 0, stateBytes: 0,
-      guarantee: "at-least-once", kafkaClient: "platformatic", consumers: 1, partitions: [{ topic: "trades", partition: 0 }], recordsPerSecond: 120, restoreRecordsPerSecond: 0, restoredFromStore: 0,
+      guarantee: "at-least-once", kafkaClient: "platformatic", consumers: 1, partitions: [{ topic: "trades", partition: 0 }], recordsPerSecond: 120, restoreRecordsPerSecond: 0, restoredFromStore: 0, standbyPartitions: [],
     },
   };
 };
