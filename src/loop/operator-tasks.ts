@@ -429,6 +429,7 @@ export class OperatorTasks {
     }
     this.counters.restoredRecords += records.length;
     this.counters.restoredFromStore += read.fromStore;
+    this.#options.log?.("info", `restored stage ${stage.index + 1} partition ${partition}: ${read.fromStore} entries from the local store, ${records.length} changelog records${records.length ? ` (offsets ${records[0]!.offset}..${records[records.length - 1]!.offset})` : ""}`);
     return task;
   }
 

@@ -13,7 +13,7 @@ import type { OutboundRecord } from "../../src/kafka/port.ts";
 import { client, createTopic, json, produce, uniqueName } from "../helpers/kafka.ts";
 import { windowedCountPipeline } from "../helpers/pipelines.ts";
 import { expectedWindows, finalWindows, sorted, trades } from "../helpers/trades.ts";
-import { runUntilOutput, startStream, stopWhen } from "../helpers/streams.ts";
+import { readUntil, runUntilOutput, startStream, stopWhen } from "../helpers/streams.ts";
 
 const PARTITIONS = 4;
 
@@ -114,5 +114,65 @@ describe("the local state store through the real broker", () => {
     const warning = second.logs.find((l) => l.level === "warn" && l.msg.includes(damaged));
     expect(warning?.msg ?? logsOf(second, 30)).toContain("rebuilding it from the changelog");
     expect(lastRecord(second.records)!.metrics!.restoredRecords).toBe(expectedRead);
+  });
+});
+
+describe("standby replicas through the real broker", () => {
+  test("STREAM_STANDBY_REPLICAS=1: the owner is killed, the standby takes its partitions over reading only a tail, and every window is exact once", async () => {
+    const name = uniqueName("standby");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, PARTITIONS);
+    const all = trades(input, 400, 6);
+    const half = Math.floor(all.length / 2);
+    await produce(all.slice(0, half));
+    const file = windowedCountPipeline(name, input, output, "sym", { repartition: false });
+    const env = (id: string) => ({
+      STREAM_INSTANCE_ID: id,
+      STREAM_STATE_DIR: mkdtempSync(join(tmpdir(), `fv-state-${id}-`)),
+      STREAM_STANDBY_REPLICAS: "1",
+      STREAM_EXACTLY_ONCE: "true",
+      STREAM_SESSION_TIMEOUT_MS: "6000",
+      STREAM_CHECKPOINT_INTERVAL_MS: "300",
+      STREAM_IDLE_PARTITION_MS: "3000",
+    });
+    const envB = env("b");
+    const a = startCli(["run", file], { env: env("a") });
+    const b = startCli(["run", file], { env: envB });
+    const metrics = (run: CliRun) => lastRecord(run.records)?.metrics;
+    const ownedBy = (run: CliRun) => (metrics(run)?.partitions ?? []).filter((p) => p.topic === input).map((p) => p.partition).sort();
+    try {
+      await waitFor(() => (metrics(a)?.consumed ?? 0) + (metrics(b)?.consumed ?? 0) >= half && ownedBy(a).length > 0 && ownedBy(b).length > 0, 90_000, "the first half consumed by two members");
+      // B keeps a standby copy of each of A's partitions, caught up.
+      const aOwns = ownedBy(a);
+      await waitFor(() => {
+        const standbys = metrics(b)?.standbyPartitions ?? [];
+        return aOwns.every((p) => standbys.some((s) => s.partition === p && s.lag === 0 && s.offset > 0));
+      }, 30_000, "B's standby copies of A's partitions, caught up");
+      expect((metrics(b)!.standbyPartitions).map((s) => s.partition).sort()).toEqual(aOwns);
+      expect(metrics(b)!.standbyPartitions.every((s) => s.topic === `fv-state-${name}` && s.stage === 1)).toBe(true);
+      const restoredBefore = metrics(b)!.restoredRecords;
+      const whole = await changelogRecords(name, [0n, 0n, 0n, 0n]);
+
+      a.child.kill("SIGKILL");
+      await a.exited;
+      await produce(all.slice(half));
+      await waitFor(() => ownedBy(b).length === PARTITIONS, 60_000, "B to own every partition");
+      const expected = expectedWindows(400, 6);
+      const out = await readUntil(output, (read) => finalWindows(read.map(json)).length >= expected.length, "every window", { timeoutMs: 90_000, settleMs: 2000 });
+      const windows = out.map(json);
+      // Exactly once: every window one time, with its exact count.
+      expect(windows).toHaveLength(expected.length);
+      expect(sorted(windows.map(({ windowStart, windowEnd, sym, n, qty }) => ({ windowStart, windowEnd, sym, n, qty })))).toEqual(sorted(expected));
+      const takeover = metrics(b)!.restoredRecords - restoredBefore;
+      console.log(`standby takeover: B read ${takeover} changelog records for A's partitions (the changelog holds ${whole})`);
+      if (process.env.FV_DEBUG_STANDBY) for (const [who, run] of [["A", a], ["B", b]] as const) console.log(who, logsOf(run, 80));
+      expect(takeover).toBeLessThan(whole);
+      expect(b.logs.some((l) => l.msg.includes("took over its standby copy"))).toBe(true);
+    } finally {
+      a.child.kill("SIGKILL");
+      b.child.kill("SIGTERM");
+      await b.exited;
+    }
   });
 });
