@@ -35,6 +35,9 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
   th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); }
   th { color: var(--dim); font-weight: 500; font-size: 12px; }
   td.n, th.n { text-align: right; }
+  .bar { position: relative; height: 14px; min-width: 140px; background: var(--line); border-radius: 7px; overflow: hidden; }
+  .bar span { position: absolute; inset: 0 auto 0 0; background: var(--accent); }
+  .bar em { position: relative; font-size: 11px; font-style: normal; padding: 0 6px; line-height: 14px; color: var(--text); }
   #error { background: var(--bad); color: #fff; padding: 10px 20px; white-space: pre-wrap; }
   #graph { width: 100%; overflow-x: auto; }
   #graph svg text { fill: var(--text); font-size: 12px; }
@@ -104,6 +107,17 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
     if (s < 120) return s + " s";
     if (s < 7200) return Math.round(s / 60) + " min";
     return (s / 3600).toFixed(1) + " h";
+  }
+  /** A restore under way: a progress bar with records read of the changelog's end, the rate and an ETA. */
+  function restoreCell(r) {
+    var td = el("td"), bar = el("div", undefined, "bar"), fill = el("span");
+    var share = r.total > 0 ? Math.min(1, r.read / r.total) : 1;
+    fill.style.width = Math.round(share * 100) + "%";
+    bar.appendChild(fill);
+    bar.appendChild(el("em", "restoring " + Math.floor(share * 100) + "% · " + fmt(r.read) + " / " + fmt(r.total) + (r.rate ? " · " + fmt(r.rate) + "/s" : "") + (r.etaSeconds !== null && r.etaSeconds !== undefined ? " · " + r.etaSeconds + " s left" : "")));
+    bar.title = (r.fromStore ? fmt(r.fromStore) + " entries from the local store, then " : "") + "changelog records read of those to read";
+    td.appendChild(bar);
+    return td;
   }
   function el(tag, text, cls) { var e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; }
   function node(tag, attrs, parent) {
@@ -232,7 +246,7 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
       tr.appendChild(el("td", fmt(p.offset), "n"));
       tr.appendChild(el("td", fmt(p.lag), "n"));
       tr.appendChild(el("td", bytes(p.stateBytes), "n"));
-      tr.appendChild(el("td", p.state || "", "dim"));
+      tr.appendChild(p.restore ? restoreCell(p.restore) : el("td", p.state || "", "dim"));
       body.appendChild(tr);
     });
     if (!partitions.length) { var none = el("tr"); var td = el("td", "no partitions assigned", "dim"); td.colSpan = 6; none.appendChild(td); body.appendChild(none); }

@@ -46,6 +46,10 @@ function partitionsOf(record: BuildRecord): PartitionStatus[] {
     ...(p.offset !== undefined ? { offset: p.offset } : {}),
     ...(p.lag !== undefined ? { lag: p.lag } : {}),
     ...(p.stateBytes !== undefined ? { stateBytes: p.stateBytes } : {}),
+    ...(p.stateKeys !== undefined ? { stateKeys: p.stateKeys } : {}),
+    ...(p.storeKeys !== undefined ? { storeKeys: p.storeKeys } : {}),
+    ...(p.storeBytesOnDisk !== undefined ? { storeBytesOnDisk: p.storeBytesOnDisk } : {}),
+    ...(p.restore ? { restore: p.restore } : {}),
   }));
 }
 

@@ -20,6 +20,12 @@ export interface PartitionStatus {
   stateBytes?: number;
   /** Where the partition is: restoring state, or running. */
   state?: "restoring" | "running";
+  /** Live state keys, and the local state store's keys and bytes on disk. */
+  stateKeys?: number;
+  storeKeys?: number;
+  storeBytesOnDisk?: number;
+  /** While restoring: changelog records read of those to read, entries from the local store, rate (records/s), ETA (s). */
+  restore?: { read: number; total: number; fromStore: number; rate: number; etaSeconds: number | null };
 }
 
 export interface ScrapeSources {

@@ -12,6 +12,8 @@ class FakeNode {
   className = "";
   hidden = false;
   colSpan = 1;
+  title = "";
+  style: Record<string, string> = {};
   constructor(readonly tag: string) {}
   get firstChild(): FakeNode | null {
     return this.children[0] ?? null;
@@ -87,6 +89,18 @@ test("the dashboard renders counters, partitions and the stage graph from /statu
   expect(byId.get("graph")!.find("rect").length).toBe(6);
   expect(byId.get("graph")!.find("path").filter((p) => p.attributes.class === "edge").length).toBe(5);
   expect(timers.length).toBe(1); // the next poll is scheduled
+});
+
+test("a partition restoring its state shows a progress bar: records read of the changelog's end, the rate and an ETA", async () => {
+  const restoring = {
+    ...STATUS,
+    partitions: [{ topic: "trades", partition: 0, state: "restoring", restore: { read: 450_000, total: 1_000_000, fromStore: 0, rate: 150_000, etaSeconds: 4 } }],
+  };
+  const { byId } = runDashboard([async () => ({ ok: true, status: 200, json: async () => restoring })]);
+  await flush();
+  const bar = byId.get("partitions")!.find("div").find((d) => d.className === "bar")!;
+  expect(bar.find("span")[0]!.style.width).toBe("45%");
+  expect(bar.texts()).toContain("restoring 45% · 450.0k / 1.0M · 150.0k/s · 4 s left");
 });
 
 test("the dashboard says it is disconnected and keeps polling when /status fails", async () => {
