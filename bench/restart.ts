@@ -11,7 +11,12 @@
  * waiting for the group). Printed: the time from its start to its first output record, and its
  * restore figures (changelog records read, entries taken from the store, restore time).
  *
- *   bun bench/restart.ts [keys=1000000]
+ * Then failover: two processes (own STREAM_STATE_DIR each, exactly-once), standby replicas 1 or
+ * 0; the owner of half the partitions is killed -9 while rows trickle in; printed: the time from
+ * the moment the survivor's build record shows it owns every partition to its first output on the
+ * killed one's partitions, and what its restore read.
+ *
+ *   bun bench/restart.ts [keys=1000000] [restart,failover]
  *
  * Figures are printed, nothing is asserted; compare store on and off within this run.
  */
@@ -24,6 +29,7 @@ import { transformFile } from "../test/helpers/pipelines.ts";
 import { BROKERS, client, nextName, runtimeName } from "./lib.ts";
 
 const KEYS = Number(process.argv[2] ?? 1_000_000);
+const PARTS = (process.argv[3] ?? "restart,failover").split(",");
 const PARTITIONS = 4;
 const BASE = 1_717_000_000_000;
 const metricsOf = (run: CliRun) => lastRecord(run.records)?.metrics as NonNullable<BuildRecord["metrics"]> | undefined;
@@ -40,9 +46,9 @@ async function load(topic: string, from: number, to: number): Promise<void> {
 
 /**
  * Watches the output: `from()` takes its end offsets now (call it once the stopped process has
- * exited); `first` resolves with the time of the first record past them.
+ * exited); `first` resolves with the time of the first record past them (on `partitions`, when given).
  */
-function firstOutput(topic: string) {
+function firstOutput(topic: string, partitions?: number[]) {
   const consumer = client.consumer({ groupId: nextName("bench-restart-watch"), clientId: "bench-restart-watch", topics: [topic], offsetReset: "latest" });
   let running = true;
   let ends: Map<number, bigint> | undefined;
@@ -51,7 +57,7 @@ function firstOutput(topic: string) {
     await started;
     while (running) {
       const batch = await consumer.poll(100, 20);
-      if (ends && batch.some((r) => r.offset >= (ends!.get(r.partition) ?? 0n))) return Date.now();
+      if (ends && batch.some((r) => r.offset >= (ends!.get(r.partition) ?? 0n) && (!partitions || partitions.includes(r.partition)))) return Date.now();
     }
     return NaN;
   })().finally(() => void consumer.close().catch(() => {}));
@@ -111,6 +117,59 @@ async function scenario(input: string, store: boolean, stop: "SIGTERM" | "SIGKIL
   return { firstOutputMs: firstAt - startedAt, restored: m.restoredRecords, fromStore: m.restoredFromStore, restoreMs: m.restoreMs };
 }
 
+async function failover(input: string, replicas: number) {
+  const name = nextName("bench-failover");
+  const output = `${name}-out`;
+  const file = transformFile(name, input, output, { op: "lastN", timeColumn: "ts", n: 1, column: "v", groupBy: ["key"], repartition: false, allowedLatenessMs: 10_000_000_000 });
+  const dirs: string[] = [];
+  const env = (id: string) => {
+    const dir = mkdtempSync(join(tmpdir(), "fv-bench-state-"));
+    dirs.push(dir);
+    return {
+      STREAM_BROKERS: BROKERS, STREAM_EXACTLY_ONCE: "true", STREAM_INSTANCE_ID: `${name}-${id}`, STREAM_STATE_DIR: dir,
+      STREAM_STANDBY_REPLICAS: String(replicas), STREAM_STATE_MAX_KEYS: String(KEYS * 2), STREAM_RECORD_INTERVAL_MS: "100", STREAM_SESSION_TIMEOUT_MS: "6000",
+    };
+  };
+  const a = startCli(["run", file], { env: env("a"), runtime: "bun" });
+  await waitFor(() => (metricsOf(a)?.partitions ?? []).length === PARTITIONS, 60_000, "a to own every partition");
+  const b = startCli(["run", file], { env: env("b"), runtime: "bun" });
+  const ownedBy = (run: CliRun) => (metricsOf(run)?.partitions ?? []).map((p) => p.partition).sort();
+  await waitFor(() => (metricsOf(a)?.stateKeys ?? 0) + (metricsOf(b)?.stateKeys ?? 0) >= KEYS && ownedBy(b).length > 0 && ownedBy(a).length > 0, 600_000, "both to hold every key between them");
+  const victim = ownedBy(a);
+  if (replicas > 0) {
+    await waitFor(() => victim.every((p) => (metricsOf(b)?.standbyPartitions ?? []).some((s) => s.partition === p && s.lag < 1000)), 300_000, "b's standby copies caught up");
+  }
+  let trickling = true;
+  let next = KEYS;
+  const trickle = (async () => {
+    while (trickling) {
+      await load(input, next, next + 200);
+      next += 200;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 1500));
+  const watch = firstOutput(output, victim);
+  await watch.started;
+  const restoredBefore = metricsOf(b)!.restoredRecords;
+  const fromStoreBefore = metricsOf(b)!.restoredFromStore;
+  a.child.kill("SIGKILL");
+  await a.exited;
+  await watch.from();
+  await waitFor(() => ownedBy(b).length === PARTITIONS, 60_000, "b to own every partition");
+  const movedAt = Date.now();
+  const firstAt = await Promise.race([watch.first, new Promise<number>((_, reject) => setTimeout(() => reject(new Error("no output within 120 s")), 120_000))]);
+  await waitFor(() => !(metricsOf(b)?.partitions ?? []).some((p) => p.restoring), 120_000, "b's restores");
+  const m = metricsOf(b)!;
+  trickling = false;
+  await trickle;
+  watch.stop();
+  b.child.kill("SIGTERM");
+  await b.exited;
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  return { firstOutputMs: Math.max(0, firstAt - movedAt), restored: m.restoredRecords - restoredBefore, fromStore: m.restoredFromStore - fromStoreBefore };
+}
+
 console.log(`restart of one process holding ${KEYS.toLocaleString("en")} keys (${runtimeName()}, lastN per key, ${PARTITIONS} partitions)\n`);
 const input = nextName("bench-restart-in");
 const admin = client.admin({ clientId: "bench-admin" });
@@ -118,7 +177,7 @@ await admin.createTopics([{ topic: input, partitions: PARTITIONS }]);
 await admin.close();
 await load(input, 0, KEYS);
 const results: Record<string, Awaited<ReturnType<typeof scenario>>> = {};
-for (const stop of ["SIGTERM", "SIGKILL"] as const) {
+for (const stop of PARTS.includes("restart") ? (["SIGTERM", "SIGKILL"] as const) : []) {
   for (const store of [true, false]) {
     const label = `${stop === "SIGTERM" ? "SIGTERM, at-least-once" : "kill -9, exactly-once"}, store ${store ? "on " : "off"}`;
     const r = (results[label] = await scenario(input, store, stop));
@@ -130,5 +189,14 @@ const ratio = (stop: string) => {
   const off = results[`${stop}, store off`]!.firstOutputMs;
   return `${(off / on).toFixed(1)}× sooner with the store (${on} vs ${off} ms)`;
 };
-console.log(`\nSIGTERM: ${ratio("SIGTERM, at-least-once")}\nkill -9: ${ratio("kill -9, exactly-once")}`);
+if (PARTS.includes("restart")) console.log(`\nSIGTERM: ${ratio("SIGTERM, at-least-once")}\nkill -9: ${ratio("kill -9, exactly-once")}`);
+if (PARTS.includes("failover")) {
+  console.log("");
+  const runs: Record<number, Awaited<ReturnType<typeof failover>>> = {};
+  for (const replicas of [1, 0]) {
+    const r = (runs[replicas] = await failover(input, replicas));
+    console.log(`failover, exactly-once, STREAM_STANDBY_REPLICAS=${replicas}: first output on the killed owner's partitions ${r.firstOutputMs} ms after the survivor owns them; its restore read ${r.restored.toLocaleString("en")} changelog records and ${r.fromStore.toLocaleString("en")} stored entries`);
+  }
+  console.log(`failover: ${(runs[0]!.firstOutputMs / Math.max(1, runs[1]!.firstOutputMs)).toFixed(1)}× sooner with a standby (${runs[1]!.firstOutputMs} vs ${runs[0]!.firstOutputMs} ms)`);
+}
 process.exit(0);
