@@ -19,8 +19,14 @@
  *    binary, which keeps every relative URL in the source pointing where it points on disk.
  * 3. @platformatic/wasm-utils (the Kafka client's CRC32C and compression) reads
  *    `dist/native.wasm` from disk next to itself; its `bundled` build has the wasm inlined.
+ * 4. lmdb (the local state store) finds its native addon at run time by searching the disk
+ *    (node-gyp-build-optional-packages), which finds nothing inside the binary. A `require` of
+ *    the addon's path is something Bun embeds, so its loader is rewritten to require the N-API
+ *    build of the target's `@lmdb/lmdb-<os>-<arch>` package. When that package is not installed
+ *    (a cross-compile), the binary runs with the local store off and says so at start
+ *    (src/state/local-store.ts loads lmdb lazily).
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import process from "node:process";
 
@@ -47,6 +53,15 @@ const outfile = resolve(flag("--outfile") ?? join(ROOT, "dist/fv-streams"));
 /** Where the binary's embedded files live, as Bun names it on each platform. */
 const embeddedRoot = target?.includes("windows") ? "file:///B:/~BUN/root/" : "file:///$bunfs/root/";
 
+/** The N-API build of lmdb's addon for the target (step 4), or undefined when not installed. */
+function lmdbAddon(): string | undefined {
+  const [, os = process.platform, arch = process.arch, libc] = (target ?? "").split("-");
+  const dir = join(ROOT, "node_modules/@lmdb", `lmdb-${os === "windows" ? "win32" : os}-${arch}`);
+  const file = join(dir, os === "linux" ? `node.napi.${libc === "musl" ? "musl" : "glibc"}.node` : "node.napi.node");
+  return existsSync(file) ? file : undefined;
+}
+const addon = lmdbAddon();
+
 const ownSource = new RegExp(`^${ROOT.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}[\\\\/](src|runtime)[\\\\/].*\\.ts$`);
 
 mkdirSync(dirname(outfile), { recursive: true });
@@ -60,6 +75,12 @@ const result = await Bun.build({
       setup(build) {
         // Step 3.
         build.onResolve({ filter: /^@platformatic\/wasm-utils$/ }, (args) => ({ path: Bun.resolveSync("@platformatic/wasm-utils/bundled", dirname(args.importer)) }));
+        // Step 4.
+        build.onLoad({ filter: /[\\/]node_modules[\\/]lmdb[\\/]native\.js$/ }, (args) => {
+          const text = readFileSync(args.path, "utf8");
+          if (!addon || !text.includes("loadNAPI(dirName)")) return undefined;
+          return { contents: text.replace("loadNAPI(dirName)", `require(${JSON.stringify(addon)})`), loader: "js" };
+        });
         // Step 2.
         build.onLoad({ filter: ownSource }, (args) => {
           const text = readFileSync(args.path, "utf8");
@@ -76,4 +97,4 @@ if (!result.success) {
   for (const log of result.logs) process.stderr.write(`${log}\n`);
   process.exit(1);
 }
-process.stderr.write(`built ${relative(process.cwd(), outfile) || outfile}${target ? ` for ${target}` : ""}\n`);
+process.stderr.write(`built ${relative(process.cwd(), outfile) || outfile}${target ? ` for ${target}` : ""}${addon ? "" : " (no lmdb addon for this target: the local state store is off in it)"}\n`);

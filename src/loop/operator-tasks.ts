@@ -291,7 +291,7 @@ export class OperatorTasks {
     const identity = this.storeIdentity(stage, partition);
     await this.#options.beforeOpen?.(stage.index, partition);
     stores.promote(identity);
-    return stores.open(identity);
+    return await stores.open(identity);
   }
 
   /** What the local store of (stage, partition) belongs to. */

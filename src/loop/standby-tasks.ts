@@ -148,7 +148,8 @@ export class StandbyTasks {
     for (const partition of wanted) {
       for (const stage of this.#stages) {
         if (this.#standbys.has(stage.index, partition)) continue;
-        const store = this.#stores.open(this.#options.identityOf(stage, partition), "standby");
+        const store = await this.#stores.open(this.#options.identityOf(stage, partition), "standby");
+        if (!store) return;
         this.#standbys.set(stage.index, partition, { stage, store, lag: 0 });
       }
     }

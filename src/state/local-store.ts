@@ -11,9 +11,30 @@
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { open, type Database, type RootDatabase } from "lmdb";
+import type { Database, RootDatabase } from "lmdb";
 import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
+
+type Lmdb = typeof import("lmdb");
+/** lmdb, loaded when the first store opens: undefined once it failed to load (no addon for this platform). */
+let lmdb: Promise<Lmdb | undefined> | undefined;
+let lmdbLoaded: Lmdb | undefined;
+
+/**
+ * Loads lmdb's native addon once. Where it cannot load (a platform without a prebuilt addon, a
+ * binary built without one) the stores are off: every task restores from the changelog alone, as
+ * with STREAM_STATE_DIR=off, and the first open says so.
+ */
+function loadLmdb(log: Logger, dir: string): Promise<Lmdb | undefined> {
+  lmdb ??= import("lmdb").then(
+    (module) => (lmdbLoaded = module),
+    (error: unknown) => {
+      log("warn", `the local state store under ${dir} is off: its database (lmdb) did not load here (${(error as Error).message.split("\n")[0]}); restores read the changelog alone, as with STREAM_STATE_DIR=off`);
+      return undefined;
+    },
+  );
+  return lmdb;
+}
 
 /** What a store belongs to: a store of anything else is foreign and rebuilt. */
 export interface StoreIdentity {
@@ -74,9 +95,11 @@ export class LocalStateStores {
 
   /**
    * Opens (or creates) the store of one task and takes it over: a previous owner's late writes
-   * are refused from now on. `standby`: the copy a standby task keeps up to date.
+   * are refused from now on. `standby`: the copy a standby task keeps up to date. Undefined when
+   * lmdb cannot load on this platform (the stores are off, see loadLmdb).
    */
-  open(identity: StoreIdentity, role: "active" | "standby" = "active"): LocalStateStore {
+  async open(identity: StoreIdentity, role: "active" | "standby" = "active"): Promise<LocalStateStore | undefined> {
+    if (!(await loadLmdb(this.#log, this.dir))) return undefined;
     const path = this.pathOf(identity.stage, identity.partition, role);
     const problem = inspect(path, identity);
     if (problem) {
@@ -204,7 +227,7 @@ export class LocalStateStore {
     try {
       mkdirSync(path, { recursive: true });
       if (!existsSync(join(path, CHECKPOINT_FILE))) writeCheckpoint(path, identity, null);
-      root = open({ path: join(path, DATA_FILE), maxDbs: 4, compression: false });
+      root = lmdbLoaded!.open({ path: join(path, DATA_FILE), maxDbs: 4, compression: false });
     } catch (error) {
       throw storeFailure(path, "opening", error);
     }

@@ -32,13 +32,13 @@ describe("the local state store", () => {
   test("keeps committed changes and the changelog offset it covers across a reopen, with a .checkpoint file beside it", async () => {
     const dir = tempDir();
     const { stores } = storesIn(dir);
-    const store = stores.open(identity);
+    const store = (await stores.open(identity))!;
     expect(store.covered).toBeUndefined();
     expect(await store.write([{ key: "a", value: "1" }, { key: "b", value: "2" }], 10n, "topic-1")).toBe(true);
     expect(await store.write([{ key: "a", value: "3" }, { key: "b", value: null }], 14n)).toBe(true);
     await store.close();
 
-    const again = stores.open(identity);
+    const again = (await stores.open(identity))!;
     expect(again.covered).toBe(14n);
     expect(again.topicId).toBe("topic-1");
     expect(contents(again)).toEqual({ a: "3" });
@@ -52,9 +52,9 @@ describe("the local state store", () => {
   test("a process that took the store over refuses the late writes of the previous owner", async () => {
     const dir = tempDir();
     const { stores } = storesIn(dir);
-    const before = stores.open(identity);
+    const before = (await stores.open(identity))!;
     await before.write([{ key: "a", value: "1" }], 5n);
-    const after = stores.open(identity);
+    const after = (await stores.open(identity))!;
     expect(await before.write([{ key: "a", value: "old" }], 2n)).toBe(false);
     expect(contents(after)).toEqual({ a: "1" });
     expect(after.covered).toBe(5n);
@@ -65,10 +65,10 @@ describe("the local state store", () => {
   test("a store that never got its covered offset (its first fill was cut short) starts empty", async () => {
     const dir = tempDir();
     const { stores } = storesIn(dir);
-    const store = stores.open(identity);
+    const store = (await stores.open(identity))!;
     await store.write([{ key: "a", value: "1" }]);
     await store.close();
-    const again = stores.open(identity);
+    const again = (await stores.open(identity))!;
     expect(contents(again)).toEqual({});
     await again.close();
   });
@@ -76,10 +76,10 @@ describe("the local state store", () => {
   test("another pipeline's or topology's store is rebuilt, with a warning naming its path", async () => {
     const dir = tempDir();
     const { stores, warnings } = storesIn(dir);
-    const store = stores.open(identity);
+    const store = (await stores.open(identity))!;
     await store.write([{ key: "a", value: "1" }], 5n);
     await store.close();
-    const other = stores.open({ ...identity, fingerprint: "changed" });
+    const other = (await stores.open({ ...identity, fingerprint: "changed" }))!;
     expect(contents(other)).toEqual({});
     expect(other.covered).toBeUndefined();
     await other.close();
@@ -92,14 +92,14 @@ describe("the local state store", () => {
     for (const damage of ["data", "checkpoint", "truncated"] as const) {
       const dir = tempDir();
       const { stores, warnings } = storesIn(dir);
-      const store = stores.open(identity);
+      const store = (await stores.open(identity))!;
       await store.write([{ key: "a", value: "1" }], 5n);
       await store.close();
       const path = join(dir, "stage-1", "partition-3");
       if (damage === "data") writeFileSync(join(path, "state.mdb"), Buffer.alloc(64 * 1024, 0x5a));
       if (damage === "truncated") writeFileSync(join(path, "state.mdb"), Buffer.alloc(100));
       if (damage === "checkpoint") writeFileSync(join(path, ".checkpoint"), '{"version": 1, "pipel');
-      const again = stores.open(identity);
+      const again = (await stores.open(identity))!;
       expect(contents(again)).toEqual({});
       expect(again.covered).toBeUndefined();
       expect(await again.write([{ key: "b", value: "2" }], 7n)).toBe(true);
