@@ -11,6 +11,12 @@ export interface AssignedMember {
   name: string;
   /** Partition numbers it owns now (empty for a member that just started). */
   owned: readonly number[];
+  /**
+   * The generation in which it owned them (-1: none). A member that lost its membership (a paused
+   * zombie, a member the broker forgot) still claims what it owned generations ago; the claims of
+   * the latest generation go first, so a stale claim never takes a partition from its current owner.
+   */
+  generation?: number;
   /** Per partition number, the changelog offset its local state covers (active or standby store). */
   warm: ReadonlyMap<number, bigint>;
 }
@@ -26,7 +32,9 @@ export function orderMembers<M extends { memberId: string; name: string }>(membe
  * 1. Balanced: every member gets ⌊count/members⌋ or one more (the extra ones go to the members
  *    that own the most now, then by order).
  * 2. Sticky: a member keeps what it owns, up to its share, so a member that joins or leaves moves
- *    only the partitions it must (Kafka's sticky assignor); nothing else restores.
+ *    only the partitions it must (Kafka's sticky assignor); nothing else restores. Claims of the
+ *    latest generation first: a member that claims from an older one (it was out of the group
+ *    meanwhile) keeps only partitions nobody owns now.
  * 3. Warm: a partition that moves goes to the member whose local state of it covers the most of
  *    its changelog (a standby, or a restarted member's own store), so it restores only a tail.
  * 4. The rest go round, to the least loaded member: a fresh group gets p modulo the member count.
@@ -37,7 +45,9 @@ export function assignPartitions(members: readonly AssignedMember[], count: numb
   if (sorted.length === 0 || count === 0) return owners;
   const base = Math.floor(count / sorted.length);
   const extra = count % sorted.length;
-  const owning = (m: AssignedMember) => new Set(m.owned.filter((p) => Number.isInteger(p) && p >= 0 && p < count)).size;
+  const latest = Math.max(-1, ...sorted.map((m) => m.generation ?? -1));
+  // Who gets the extra partitions: those that own the most now (current claims only).
+  const owning = (m: AssignedMember) => ((m.generation ?? -1) < latest ? 0 : new Set(m.owned.filter((p) => Number.isInteger(p) && p >= 0 && p < count)).size);
   const byClaim = sorted.map((m, index) => ({ m, index })).sort((a, b) => owning(b.m) - owning(a.m) || a.index - b.index);
   const capacity = new Map<string, number>(sorted.map((m) => [m.memberId, base]));
   for (const { m } of byClaim.slice(0, extra)) capacity.set(m.memberId, base + 1);
@@ -47,7 +57,8 @@ export function assignPartitions(members: readonly AssignedMember[], count: numb
     load.set(m.memberId, load.get(m.memberId)! + 1);
   };
   const room = (m: AssignedMember) => load.get(m.memberId)! < capacity.get(m.memberId)!;
-  for (const m of sorted) {
+  const newestFirst = [...sorted].sort((a, b) => (b.generation ?? -1) - (a.generation ?? -1));
+  for (const m of newestFirst) {
     for (const p of [...new Set(m.owned)].sort((a, b) => a - b)) if (p >= 0 && p < count && owners[p] === undefined && room(m)) give(p, m);
   }
   for (let p = 0; p < count; p++) {

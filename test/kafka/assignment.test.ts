@@ -2,10 +2,11 @@ import { describe, expect, test } from "bun:test";
 import { type AssignedMember, assignPartitions, standbyPartitions } from "../../src/kafka/assignment.ts";
 import { memberUserData, parseUserData } from "../../src/kafka/platformatic/assigner.ts";
 
-const member = (name: string, owned: number[] = [], warm: Record<number, bigint> = {}): AssignedMember => ({
+const member = (name: string, owned: number[] = [], warm: Record<number, bigint> = {}, generation = 1): AssignedMember => ({
   memberId: `${name}-id`,
   name,
   owned,
+  generation,
   warm: new Map(Object.entries(warm).map(([p, o]) => [Number(p), o])),
 });
 /** Partition numbers per member name. */
@@ -42,6 +43,14 @@ describe("assignPartitions", () => {
     expect(byMember(owners)).toEqual({ a: [0, 2], b: [1, 3] });
   });
 
+  test("a zombie's stale claim (an older generation) never takes a partition from its current owner", () => {
+    // a was paused, lost its membership at generation 3; b took everything in generation 4.
+    const owners = assignPartitions([member("a", [0, 1], {}, 3), member("b", [0, 1, 2, 3], {}, 4)], 4);
+    expect(byMember(owners)).toEqual({ a: [2, 3], b: [0, 1] });
+    // Nobody at the latest generation claims 1: the stale owner may keep it.
+    expect(byMember(assignPartitions([member("a", [0, 1], {}, 3), member("b", [0, 2, 3], {}, 4), member("c", [], {}, -1)], 4))).toEqual({ a: [1], b: [0, 2], c: [3] });
+  });
+
   test("balanced whatever they claim: no member above its share", () => {
     const owners = assignPartitions([member("a", [0, 1, 2, 3, 4, 5]), member("b", [0, 1])], 6);
     expect(byMember(owners)).toEqual({ a: [0, 1, 2], b: [3, 4, 5] });
@@ -68,8 +77,8 @@ describe("standbyPartitions", () => {
 
 describe("the member user data", () => {
   test("carries the name, the owned partitions and the warm offsets; anything else is named by its member id", () => {
-    const parsed = parseUserData("m1", memberUserData("pod-1", [0, 2], new Map([[1, 42n]])));
-    expect(parsed).toEqual({ memberId: "m1", name: "pod-1", owned: [0, 2], warm: new Map([[1, 42n]]) });
-    expect(parseUserData("m2", Buffer.from("not json"))).toEqual({ memberId: "m2", name: "m2", owned: [], warm: new Map() });
+    const parsed = parseUserData("m1", memberUserData("pod-1", [0, 2], new Map([[1, 42n]]), 7));
+    expect(parsed).toEqual({ memberId: "m1", name: "pod-1", owned: [0, 2], generation: 7, warm: new Map([[1, 42n]]) });
+    expect(parseUserData("m2", Buffer.from("not json"))).toEqual({ memberId: "m2", name: "m2", owned: [], generation: -1, warm: new Map() });
   });
 });

@@ -9,12 +9,12 @@ import { type AssignedMember, assignPartitions } from "../assignment.ts";
 
 /**
  * What each member tells the group leader when it joins (the subscription's user data): its
- * stable name (the group instance id when it has one), the partition numbers it owns now, and
- * the changelog offset its local state covers per partition number (its active and standby
+ * stable name (the group instance id when it has one), the partition numbers it owns now and the
+ * generation it owns them in (as Kafka's sticky assignor sends), and the changelog offset its local state covers per partition number (its active and standby
  * stores).
  */
-export function memberUserData(name: string, owned: readonly number[] = [], warm: ReadonlyMap<number, bigint> = new Map()): Buffer {
-  return Buffer.from(JSON.stringify({ fv: 1, name, owned, warm: Object.fromEntries([...warm].map(([p, offset]) => [p, String(offset)])) }));
+export function memberUserData(name: string, owned: readonly number[] = [], warm: ReadonlyMap<number, bigint> = new Map(), generation = -1): Buffer {
+  return Buffer.from(JSON.stringify({ fv: 1, name, owned, generation, warm: Object.fromEntries([...warm].map(([p, offset]) => [p, String(offset)])) }));
 }
 
 /** A member's user data as sent by `memberUserData`; a member without it (another client) is named by its member id. */
@@ -23,13 +23,14 @@ export function parseUserData(memberId: string, userData: Buffer | undefined): A
     const data = userData?.length ? JSON.parse(userData.toString()) : undefined;
     const name = typeof data?.name === "string" ? data.name : memberId;
     const owned = Array.isArray(data?.owned) ? data.owned.filter((p: unknown) => Number.isInteger(p)) : [];
+    const generation = Number.isInteger(data?.generation) ? (data.generation as number) : -1;
     const warm = new Map<number, bigint>();
     for (const [p, offset] of Object.entries((data?.warm ?? {}) as Record<string, string>)) {
       if (/^\d+$/.test(p) && /^\d+$/.test(String(offset))) warm.set(Number(p), BigInt(offset));
     }
-    return { memberId, name, owned, warm };
+    return { memberId, name, owned, generation, warm };
   } catch {
-    return { memberId, name: memberId, owned: [], warm: new Map() };
+    return { memberId, name: memberId, owned: [], generation: -1, warm: new Map() };
   }
 }
 

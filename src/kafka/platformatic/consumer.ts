@@ -90,7 +90,7 @@ export class PlatformaticConsumer implements GroupConsumer {
         // What the assignor weighs: the partitions this member owns (it keeps them) and how far its
         // local state of each goes (a partition that moves goes where its state is furthest along).
         const owned = [...new Set(this.#owned.list().map((tp) => tp.partition))];
-        return memberUserData(name, owned, this.#options.listener?.warmPartitions?.());
+        return memberUserData(name, owned, this.#options.listener?.warmPartitions?.(), this.#joined?.generation ?? -1);
       },
       ...GROUP_TIMINGS,
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
