@@ -519,9 +519,11 @@ describe("regressions: engine bugs found by these tests (fixed in f0d25c3)", () 
       stages: [{ inputs: ["in"], output: "out", steps: [{ op: "windowedAggregate", timeColumn: "ts", windowMs: MINUTE, aggs: [{ op: "count", alias: "n" }] }] }],
     }).stages[0]!;
     let finishRestore: (records: InboundRecord[]) => void = () => {};
+    let restoreStarted: () => void = () => {};
+    const started = new Promise<void>((resolve) => (restoreStarted = resolve));
     const admin = {
       readPartition: (_topic: string, partition: number) =>
-        partition === 2 ? new Promise<InboundRecord[]>((resolve) => (finishRestore = resolve)) : Promise.resolve([]),
+        partition === 2 ? new Promise<InboundRecord[]>((resolve) => ((finishRestore = resolve), restoreStarted())) : Promise.resolve([]),
     } as unknown as Admin;
     const tasks = new OperatorTasks([stage], admin, { stateTopic: "fv-state-x", idlePartitionMs: 10_000, maxStateKeys: 1_000_000 }, emptyCounters());
     tasks.setStageTopics(stage, ["in"]);
@@ -535,6 +537,7 @@ describe("regressions: engine bugs found by these tests (fixed in f0d25c3)", () 
     tasks.advance([p0, p2]);
     // The batch reaches partition 2's first row: its restore starts ...
     const pending = tasks.task(stage, 2);
+    await started;
     // ... a rebalance revokes partition 2 meanwhile (the loop's onAssignment) ...
     tasks.release([p0]);
     // ... the restore completes and the loop goes on with the batch.
