@@ -1,7 +1,7 @@
 /** Admin on librdkafka: topics, end offsets, committed offsets, and whole partitions read for a state restore. */
 import type * as Rd from "@confluentinc/kafka-javascript";
 import { FvError } from "../../errors.ts";
-import type { Admin, CommitOffset, InboundRecord, ReadPartitionOptions, TopicSpec } from "../port.ts";
+import type { Admin, CommitOffset, GroupMember, InboundRecord, ReadPartitionOptions, TopicSpec } from "../port.ts";
 import { createMissingTopics, InFlight, partitionsOf } from "../shared.ts";
 import { classify, topicAlreadyExists } from "./errors.ts";
 import { ADMIN_TIMEOUT_MS, call, connect, disconnect, FETCH_MAX_WAIT_MS, type Library, toInbound } from "./library.ts";
@@ -196,6 +196,29 @@ export class ConfluentAdmin implements Admin {
       this.#offsetReaders.set(key, reader);
     }
     return reader;
+  }
+
+  /**
+   * The members of a stable group and the partition numbers each owns. A member's name is its
+   * group instance id (static membership), else its client id: what the session names itself by.
+   */
+  groupMembers(groupId: string): Promise<GroupMember[] | undefined> {
+    return this.#track("describing the group", async () => {
+      let described: Rd.GroupDescriptions;
+      try {
+        described = await call<Rd.GroupDescriptions>((cb) => this.#admin.describeGroups([groupId], { timeout: ADMIN_TIMEOUT_MS }, cb));
+      } catch (error) {
+        throw classify(error, `describing group ${groupId}`);
+      }
+      const group = described.groups.find((g) => g.groupId === groupId);
+      // librdkafka's ConsumerGroupStates.STABLE (3); the enum is not importable as a type-only import.
+      if (!group || group.error || group.state !== (3 as Rd.ConsumerGroupStates)) return undefined;
+      return group.members.map((m) => ({
+        memberId: m.memberId,
+        name: m.groupInstanceId || m.clientId,
+        partitions: [...new Set((m.assignment?.topicPartitions ?? []).map((tp) => tp.partition))].sort((a, b) => a - b),
+      }));
+    });
   }
 
   async close(): Promise<void> {
