@@ -378,7 +378,7 @@ export class OperatorTasks {
       try {
         for (const { key, value } of store.entries()) {
           if (seen.has(prefix + key)) continue;
-          apply(key, JSON.parse(value));
+          apply(key, value);
           fromStore++;
         }
       } catch (error) {
