@@ -110,13 +110,13 @@ export class LocalStateStores {
       wipe(path);
     }
     try {
-      return LocalStateStore.open(path, identity);
+      return await LocalStateStore.open(path, identity);
     } catch (error) {
       if (error instanceof FvError && error.code === "STATE_STORE_FAILED") throw error;
       // Opened but unreadable (a damaged page): start it over once.
       this.#log("warn", `local state store ${path} could not be opened (${(error as Error).message}); rebuilding it from the changelog ${identity.stateTopic}[${identity.partition}]`);
       wipe(path);
-      return LocalStateStore.open(path, identity);
+      return await LocalStateStore.open(path, identity);
     }
   }
 
@@ -227,7 +227,7 @@ export class LocalStateStore {
     this.#meta = root.openDB<string, string>({ name: "meta", encoding: "string" });
   }
 
-  static open(path: string, identity: StoreIdentity): LocalStateStore {
+  static async open(path: string, identity: StoreIdentity): Promise<LocalStateStore> {
     let root: RootDatabase;
     try {
       mkdirSync(path, { recursive: true });
@@ -238,13 +238,17 @@ export class LocalStateStore {
     }
     const store = new LocalStateStore(path, identity, root);
     // Taking over: the owner changes in a committed write, so a process that had the partition
-    // before (still writing its last checkpoint) can no longer change the store.
+    // before (still writing its last checkpoint) can no longer change the store. An asynchronous
+    // write transaction, never a synchronous one: the write lock may be held by the previous
+    // owner (another consumer of this process, on this thread), whose own transaction needs this
+    // thread to finish; blocking the thread for the lock would wait forever.
     try {
-      store.#meta.transactionSync(() => {
-        store.#meta.putSync(OWNER, store.#owner);
+      await store.#meta.transaction(() => {
+        void store.#meta.put(OWNER, store.#owner);
         // A store without a covered offset was never completed (its first fill was cut short):
         // it starts empty, or keys deleted since would come back.
-        if (store.#meta.get(COVERED) === undefined) store.#state.clearSync();
+        // Key by key (not clear: that would drop the shared MessagePack structures too).
+        if (store.#meta.get(COVERED) === undefined) for (const key of [...store.#state.getKeys({})]) void store.#state.remove(key);
       });
     } catch (error) {
       store.closeNow();
