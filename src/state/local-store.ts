@@ -16,6 +16,8 @@ import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 
 type Lmdb = typeof import("lmdb");
+/** The store open on each path in this thread (see LocalStateStore.open). */
+const openHere = new Map<string, LocalStateStore>();
 /** lmdb, loaded when the first store opens: undefined once it failed to load (no addon for this platform). */
 let lmdb: Promise<Lmdb | undefined> | undefined;
 let lmdbLoaded: Lmdb | undefined;
@@ -214,6 +216,7 @@ export class LocalStateStore {
   readonly #meta: Database<string, string>;
   readonly #owner = crypto.randomUUID();
   #closed = false;
+  #closing: Promise<void> | undefined;
   /** Writes not finished yet: close waits for them. */
   #writing: Promise<unknown> = Promise.resolve();
 
@@ -228,6 +231,10 @@ export class LocalStateStore {
   }
 
   static async open(path: string, identity: StoreIdentity): Promise<LocalStateStore> {
+    // Another store of this thread still has the path open (its task moved to another consumer
+    // of this process and has not let go yet): it is taken over, so it closes first. Two handles
+    // of one LMDB environment in one thread must not overlap (closing one can close the other's).
+    await openHere.get(path)?.close();
     let root: RootDatabase;
     try {
       mkdirSync(path, { recursive: true });
@@ -237,6 +244,7 @@ export class LocalStateStore {
       throw storeFailure(path, "opening", error);
     }
     const store = new LocalStateStore(path, identity, root);
+    openHere.set(path, store);
     // Taking over: the owner changes in a committed write, so a process that had the partition
     // before (still writing its last checkpoint) can no longer change the store. An asynchronous
     // write transaction, never a synchronous one: the write lock may be held by the previous
@@ -255,6 +263,11 @@ export class LocalStateStore {
       throw storeFailure(path, "taking over", error);
     }
     return store;
+  }
+
+  /** False once closed (or taken over by another open of its path in this thread). */
+  get isOpen(): boolean {
+    return !this.#closed;
   }
 
   /** The changelog offset from which a restore reads (undefined: the store is empty, read it all). */
@@ -326,10 +339,14 @@ export class LocalStateStore {
 
   /** Closes after the writes under way. */
   async close(): Promise<void> {
-    if (this.#closed) return;
+    if (this.#closing) return this.#closing;
     this.#closed = true;
-    await this.#writing;
-    await this.#root.close().catch(() => {});
+    this.#closing = (async () => {
+      await this.#writing;
+      await this.#root.close().catch(() => {});
+      if (openHere.get(this.path) === this) openHere.delete(this.path);
+    })();
+    return this.#closing;
   }
 
   /** Closes without waiting (a failed open or restore). */

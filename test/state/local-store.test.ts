@@ -62,6 +62,24 @@ describe("the local state store", () => {
     await after.close();
   });
 
+  test("a second open of the same store in this thread (its task moved to another consumer here) closes the first before taking over", async () => {
+    const dir = tempDir();
+    const { stores } = storesIn(dir);
+    const first = (await stores.open(identity))!;
+    expect(await first.write([{ key: "a", value: "1" }], 5n)).toBe(true);
+    const second = (await stores.open(identity))!;
+    expect(first.isOpen).toBe(false);
+    expect(second.isOpen).toBe(true);
+    // The first let go: its writes are refused, and the second sees what it committed.
+    expect(await first.write([{ key: "a", value: "2" }], 6n)).toBe(false);
+    expect(contents(second)).toEqual({ a: 1 });
+    expect(second.covered).toBe(5n);
+    expect(await second.write([{ key: "b", value: "3" }], 7n)).toBe(true);
+    await first.close();
+    expect(contents(second)).toEqual({ a: 1, b: 3 });
+    await second.close();
+  });
+
   test("a store that never got its covered offset (its first fill was cut short) starts empty", async () => {
     const dir = tempDir();
     const { stores } = storesIn(dir);
