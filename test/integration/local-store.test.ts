@@ -56,17 +56,23 @@ async function changelogRecords(name: string, from: bigint[]): Promise<number> {
   }
 }
 
+/** A windowed count over 6 minutes of trades on a new topic, with its own STREAM_STATE_DIR. */
+async function windowedSetup(prefix: string) {
+  const name = uniqueName(prefix);
+  const input = `${name}-in`;
+  const output = `${name}-out`;
+  const stateDir = mkdtempSync(join(tmpdir(), "fv-state-"));
+  await createTopic(input, PARTITIONS);
+  const all = trades(input, 400, 6);
+  const half = Math.floor(all.length / 2);
+  const file = windowedCountPipeline(name, input, output, "sym", { repartition: false });
+  const env = { STREAM_STATE_DIR: stateDir, STREAM_CHECKPOINT_INTERVAL_MS: "300", STREAM_IDLE_PARTITION_MS: "3000" };
+  return { name, input, output, stateDir, all, half, file, env };
+}
+
 describe("the local state store through the real broker", () => {
   test("a restart restores only the changelog's tail after what the store covers (the exact count), and the windows are exact", async () => {
-    const name = uniqueName("store-tail");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    const stateDir = mkdtempSync(join(tmpdir(), "fv-state-"));
-    await createTopic(input, PARTITIONS);
-    const all = trades(input, 400, 6);
-    const half = Math.floor(all.length / 2);
-    const file = windowedCountPipeline(name, input, output, "sym", { repartition: false });
-    const env = { STREAM_STATE_DIR: stateDir, STREAM_CHECKPOINT_INTERVAL_MS: "300", STREAM_IDLE_PARTITION_MS: "3000" };
+    const { name, input, output, stateDir, all, half, file, env } = await windowedSetup("store-tail");
     const first = await firstRun(file, env, all.slice(0, half));
     expect(lastRecord(first.records)!.metrics!.restoredFromStore).toBe(0);
 
@@ -90,15 +96,7 @@ describe("the local state store through the real broker", () => {
   });
 
   test("a corrupted local store is rebuilt from the changelog with a warning naming its path; nothing else stops and the windows are exact", async () => {
-    const name = uniqueName("store-corrupt");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    const stateDir = mkdtempSync(join(tmpdir(), "fv-state-"));
-    await createTopic(input, PARTITIONS);
-    const all = trades(input, 400, 6);
-    const half = Math.floor(all.length / 2);
-    const file = windowedCountPipeline(name, input, output, "sym", { repartition: false });
-    const env = { STREAM_STATE_DIR: stateDir, STREAM_CHECKPOINT_INTERVAL_MS: "300", STREAM_IDLE_PARTITION_MS: "3000" };
+    const { name, input, output, stateDir, all, half, file, env } = await windowedSetup("store-corrupt");
     await firstRun(file, env, all.slice(0, half));
 
     // Partition 0's store is overwritten with garbage; the others stay.
