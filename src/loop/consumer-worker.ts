@@ -4,6 +4,7 @@
  */
 import { loadKafkaClient } from "../kafka/clients.ts";
 import { ConsumerLoop } from "./consumer-loop.ts";
+import { closeStoresOfThisThread } from "../state/local-store.ts";
 import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
@@ -31,8 +32,11 @@ scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
     const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), standbys: loop!.standbys(), metrics: loop!.metrics.snapshot() }), REPORT_INTERVAL_MS);
     const state = await loop.run();
     clearInterval(timer);
+    // A restore cut short by the stop may still hold a store open: the thread ends next.
+    await closeStoresOfThisThread();
     post({ type: "done", state, counters: loop.counters, metrics: loop.metrics.snapshot(), error: loop.error?.message });
   } catch (error) {
+    await closeStoresOfThisThread().catch(() => 0);
     post({ type: "done", state: "FAILED", counters: loop?.counters, error: (error as Error)?.message ?? String(error) });
   }
 };

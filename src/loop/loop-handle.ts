@@ -1,3 +1,4 @@
+import { deadline } from "../async.ts";
 import { loadKafkaClient } from "../kafka/clients.ts";
 import type { TopicPartition } from "../kafka/port.ts";
 import { emptySnapshot, type MetricsSnapshot } from "../metrics/index.ts";
@@ -28,6 +29,21 @@ export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHand
   return { counters: () => loop.counters, owned: () => loop.owned(), standbys: () => loop.standbys(), metrics: () => loop.metrics.snapshot(), stop: () => loop.stop(), done };
 }
 
+/** How long a Worker may take to end once its loop is done. */
+const WORKER_END_MS = 5_000;
+
+/**
+ * Terminates a Worker whose loop is done and waits until it has ended (Bun says so with a
+ * `close` event; Deno's terminate is immediate): a process that exits while a Worker is still
+ * being torn down, its native addons' cleanup under way, can crash (SIGSEGV on exit under Bun).
+ */
+function ended(worker: Worker): Promise<void> {
+  const isBun = "Bun" in globalThis;
+  const closed = isBun ? new Promise<void>((resolve) => worker.addEventListener("close", () => resolve(), { once: true })) : Promise.resolve();
+  worker.terminate();
+  return deadline(closed, WORKER_END_MS, () => undefined).catch(() => {});
+}
+
 /** Runs the loop in a Worker, so N consumers use N cores. */
 export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   // The same extension as this module: .ts from source (Bun, Deno), .js from dist/ (Node).
@@ -51,8 +67,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
         if (report.metrics) metrics = report.metrics;
         owned = [];
         standbys = [];
-        worker.terminate();
-        resolve({ state: report.state, error: report.error });
+        void ended(worker).then(() => resolve({ state: report.state, error: report.error }));
       }
     };
     worker.onerror = (event: ErrorEvent) => {

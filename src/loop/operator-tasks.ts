@@ -274,7 +274,7 @@ export class OperatorTasks {
         await delay(RESTORE_RETRY_MS);
       }
     } catch (error) {
-      store?.closeNow();
+      this.#closeLater(store);
       throw error;
     } finally {
       this.#progress.delete(stage.index, partition);
@@ -425,7 +425,7 @@ export class OperatorTasks {
         this.#track(store.write(read.changes, records.length > 0 ? records[records.length - 1]!.offset + 1n : store.covered ?? 0n, topicId));
       }
     } else {
-      store?.closeNow();
+      this.#closeLater(store);
     }
     this.counters.restoredRecords += records.length;
     this.counters.restoredFromStore += read.fromStore;
@@ -665,7 +665,7 @@ export class OperatorTasks {
     const released = new Set([...moved, ...[...this.#tasks.values()].map((t) => t.partition), ...this.restoringPartitions()].filter((p) => !partitions.has(p) || moved.has(p)));
     this.#ownedPartitions = partitions;
     for (const p of released) this.#releases.set(p, (this.#releases.get(p) ?? 0) + 1);
-    for (const task of this.#tasks.values()) if (released.has(task.partition)) void task.store?.close();
+    for (const task of this.#tasks.values()) if (released.has(task.partition)) this.#closeLater(task.store);
     this.#tasks.deleteWhere((_, partition) => released.has(partition));
     this.#loading.deleteWhere((_, partition) => released.has(partition));
     for (const eventTimes of this.#eventTimes.values()) for (const [tp] of eventTimes.entries()) if (!partitions.has(tp.partition)) eventTimes.delete(tp);
@@ -674,15 +674,29 @@ export class OperatorTasks {
 
   /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */
   clear(): void {
-    for (const task of this.#tasks.values()) void task.store?.close();
+    for (const task of this.#tasks.values()) this.#closeLater(task.store);
     this.#tasks.clear();
     this.#eventTimes.clear();
     this.#heard.clear();
     this.#ownedSince.clear();
   }
 
-  /** Closes the local stores (the session ends), after their writes under way. */
+  /** Stores let go of without waiting (released, dropped, a failed restore): close waits for them. */
+  readonly #closing = new Set<Promise<void>>();
+
+  #closeLater(store: LocalStateStore | undefined): void {
+    if (!store) return;
+    const closing = store.close();
+    this.#closing.add(closing);
+    void closing.finally(() => this.#closing.delete(closing));
+  }
+
+  /**
+   * Closes the local stores (the session ends), after their writes under way, and waits for the
+   * ones let go of earlier: the thread may end next, and an LMDB environment still closing when
+   * a Worker is torn down crashes the process (SIGSEGV on exit, seen under Bun).
+   */
   async close(): Promise<void> {
-    await Promise.all(this.#tasks.values().map((task) => task.store?.close()));
+    await Promise.all([...this.#tasks.values().map((task) => task.store?.close()), ...this.#closing]);
   }
 }

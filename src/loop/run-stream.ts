@@ -8,6 +8,7 @@ import type { TopicSpec } from "../kafka/port.ts";
 import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./compute-runtime.ts";
 import { addCounters, emptyCounters } from "./counters.ts";
 import { mergeSnapshots, type MetricsSnapshot } from "../metrics/index.ts";
+import { closeStoresOfThisThread } from "../state/local-store.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "../logger.ts";
 import { groupIdOf, type HopPlan, type LoopPlan, stateTopicOf } from "./plan.ts";
@@ -186,6 +187,8 @@ export async function runStream(
   const live = options.onRecord ? setInterval(() => options.onRecord!(snapshot("RUNNING"), mergeSnapshots(...handles.map((h) => h.metrics()))), 1000) : undefined;
 
   const results = await Promise.all(handles.map((h) => h.done));
+  // Loops in this thread may leave a store closing (a restore cut short): the process exits next.
+  await closeStoresOfThisThread().catch(() => 0);
   clearInterval(heartbeat);
   clearInterval(records);
   clearInterval(live);

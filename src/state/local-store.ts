@@ -39,6 +39,17 @@ function loadLmdb(log: Logger, dir: string): Promise<Lmdb | undefined> {
 }
 
 /** What a store belongs to: a store of anything else is foreign and rebuilt. */
+/**
+ * Closes every store this thread still has open (after the writes under way), and says how many
+ * were open. A thread must not end with an LMDB environment open: a Worker torn down, or a process
+ * exiting, with one open can crash in the addon's cleanup (seen as SIGSEGV on exit under Bun).
+ */
+export async function closeStoresOfThisThread(): Promise<number> {
+  const open = [...openHere.values()];
+  await Promise.all(open.map((store) => store.close()));
+  return open.length;
+}
+
 export interface StoreIdentity {
   pipeline: string;
   stateTopic: string;

@@ -3,7 +3,6 @@
  * waits for the output topic the pipeline creates and collects it from the start; `stopWhen`
  * waits for the output a test wants and stops the run; `runUntilOutput` does both.
  */
-import { expect } from "bun:test";
 import type { InboundRecord } from "../../src/kafka/port.ts";
 import { type CliOptions, type CliRun, startCli, waitFor } from "./cli.ts";
 import { collect, partitionCount } from "./kafka.ts";
@@ -28,6 +27,11 @@ export function assertRunning(run: CliRun): void {
   if (run.child.exitCode !== null) throw new Error(`the CLI exited (${run.child.exitCode}):\n${run.lines.join("\n")}`);
 }
 
+/** Expects exit code 0; otherwise fails with the run's last output lines (a crash report shows there). */
+export function expectCleanExit(run: CliRun, code: number | string): void {
+  if (code !== 0) throw new Error(`the CLI exited with ${code}, not 0; its last output:\n${run.lines.slice(-40).join("\n")}`);
+}
+
 /** Starts `run` on `file`, waits (up to 60 s) for the topic `output` and collects it. */
 export async function startStream(file: string, output: string, options: CliOptions = {}): Promise<Stream> {
   const run = startCli(["run", file], options);
@@ -43,7 +47,7 @@ export async function startStream(file: string, output: string, options: CliOpti
 /** Stops the run with SIGTERM, expects it to exit 0 and returns every output record read. */
 export async function stopStream({ run, out }: Stream): Promise<InboundRecord[]> {
   run.child.kill("SIGTERM");
-  expect(await run.exited).toBe(0);
+  expectCleanExit(run, await run.exited);
   return out.stop();
 }
 
