@@ -99,6 +99,12 @@ export interface BuildMetrics extends StreamCounters {
   restarts: number;
   /** Of those, the times the stall watchdog started a fresh consumer (no records while partitions had lag). */
   stallRestarts: number;
+  /**
+   * Exactly-once: transactional ids of previous owners fenced by this process because their open
+   * transaction still held partitions it got (a member killed mid-transaction), so the broker
+   * aborted it at once rather than at its timeout (src/loop/departed-owners.ts).
+   */
+  transactionsFenced?: number;
   /** Rows refused by a stateful operator because their window had closed. */
   late: number;
   /** Rows written, re-keyed, to repartition topics (consumed back from there, they are not counted in `consumed` again). */

@@ -10,7 +10,8 @@ import { Commits } from "./commits.ts";
 import { closeComputeSteps, startComputeSteps } from "./compute-runtime.ts";
 import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
-import { type LoopPlan, stateTopicOf } from "./plan.ts";
+import { type LoopPlan, memberNameOf, stateTopicOf } from "./plan.ts";
+import { DepartedOwners } from "./departed-owners.ts";
 import type { UpstreamHop } from "./repartition.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
 import { Session } from "./session.ts";
@@ -65,6 +66,8 @@ export class ConsumerLoop {
   readonly #runner: StageRunner;
   readonly #commits: Commits;
   readonly #watchdog: Watchdog;
+  /** Who owned which partition, across sessions: a new owner fences a departed one's open transaction. */
+  readonly #departed: DepartedOwners;
   /** Stages with a repartition hop, as their upstream side sees them (then watermarks are announced). */
   readonly #upstreamHops: UpstreamHop[];
   /** Every topic this loop writes to: outputs, dead letters, repartition hops, the state topic. */
@@ -105,6 +108,7 @@ export class ConsumerLoop {
     const unsafeCommitAhead = plan.unsafeCommitAhead === true && plan.settings.exactlyOnce;
     if (unsafeCommitAhead) this.#log("warn", "FV_UNSAFE_COMMIT_AHEAD=1: exactly-once commits take the offsets of records not yet in their transaction; a crash loses rows (for the kill test only)");
     this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead }, () => this.#session);
+    this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log }, this.counters);
     this.#watchdog = new Watchdog({ timings: this.#timings, groupId: plan.groupId, counters: this.counters, log: this.#log });
   }
 
@@ -210,6 +214,7 @@ export class ConsumerLoop {
       topics: [...this.#runner.routes.keys()],
       upstreamHops: this.#upstreamHops,
       counters: this.counters,
+      departed: this.#departed,
       metrics: this.metrics,
       log: this.#log,
       timings: this.#timings,

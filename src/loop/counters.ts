@@ -28,6 +28,7 @@ export function addCounters(into: LoopCounters, from: LoopCounters): LoopCounter
   into.checkpointTimeouts += from.checkpointTimeouts;
   into.restarts += from.restarts;
   into.stallRestarts += from.stallRestarts;
+  if (from.transactionsFenced) into.transactionsFenced = (into.transactionsFenced ?? 0) + from.transactionsFenced;
   into.late += from.late;
   into.repartitioned += from.repartitioned;
   into.restoredRecords += from.restoredRecords;

@@ -47,5 +47,29 @@ export interface HopPlan {
 
 export const groupIdOf = (pipeline: string) => `fv-stream-${pipeline}`;
 
+/**
+ * A consumer's name in the group, which the assignor orders members by: its group instance id
+ * (`<STREAM_INSTANCE_ID>-<consumer index>`) when the process has a stable one, else its client id.
+ */
+export function memberNameOf(plan: Pick<LoopPlan, "groupId" | "instanceId" | "consumerIndex" | "settings">): string {
+  const { instanceId } = plan.settings;
+  return instanceId ? `${instanceId}-${plan.consumerIndex}` : clientIdOf(plan);
+}
+
+/** The client id of a consumer loop's clients: `<group>-<random id of this process>-<consumer index>`. */
+export function clientIdOf(plan: Pick<LoopPlan, "groupId" | "instanceId" | "consumerIndex">): string {
+  return `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
+}
+
+/**
+ * The transactional id of the group member called `memberName`: `fv-<pipeline>-<instance>-<index>`,
+ * stable across restarts when STREAM_INSTANCE_ID is, so a restarted member fences its predecessor.
+ * Derived from the name so that another member can fence it (src/loop/departed-owners.ts).
+ */
+export function transactionalIdOf(pipeline: string, memberName: string): string {
+  const dynamic = `${groupIdOf(pipeline)}-`;
+  return `fv-${pipeline}-${memberName.startsWith(dynamic) ? memberName.slice(dynamic.length) : memberName}`;
+}
+
 /** The compacted topic holding the changelog of every stateful stage of a pipeline. */
 export const stateTopicOf = (pipeline: string) => `fv-state-${pipeline}`;

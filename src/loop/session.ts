@@ -9,7 +9,8 @@ import type { Logger } from "../logger.ts";
 import { OperatorTasks } from "./operator-tasks.ts";
 import { LocalStateStores } from "../state/local-store.ts";
 import { StandbyTasks } from "./standby-tasks.ts";
-import { type LoopPlan, stateTopicOf } from "./plan.ts";
+import { clientIdOf, type LoopPlan, memberNameOf, stateTopicOf, transactionalIdOf } from "./plan.ts";
+import type { DepartedOwners } from "./departed-owners.ts";
 import { RecordCollector } from "./record-collector.ts";
 import { type UpstreamHop, UpstreamTracker } from "./repartition.ts";
 import type { LoopTimings } from "./timings.ts";
@@ -24,6 +25,8 @@ export interface SessionDeps {
   upstreamHops: readonly UpstreamHop[];
   /** The loop's counters: the operator tasks keep late rows, restore figures and state size there. */
   counters: LoopCounters;
+  /** Who owned which partition (the loop's, kept across sessions). */
+  departed?: DepartedOwners;
   metrics: MetricsRecorder;
   log: Logger;
   timings: LoopTimings;
@@ -101,17 +104,18 @@ export class Session {
   batches = 0;
   /** A commit or a transactional send that was not awaited failed: the poll loop throws it. */
   backgroundError: FvError | undefined;
+  /** Aborted when the session closes: work it started in the background stops. */
+  readonly #closing = new AbortController();
 
   constructor(deps: SessionDeps) {
     const { plan, client, metrics, log } = deps;
     const { settings } = plan;
-    const clientId = `${plan.groupId}-${plan.instanceId}-${plan.consumerIndex}`;
+    const clientId = clientIdOf(plan);
     const admin = (this.admin = client.admin({ clientId: `${clientId}-state` }));
     const stateDir = stateDirOf(settings.stateDir, plan.pipeline);
     const stores = stateDir && deps.stages.some((s) => s.operator) ? new LocalStateStores(stateDir, log) : undefined;
     const stateTopic = stateTopicOf(plan.pipeline);
-    // The name the assignor orders members by (the consumer's group instance id, else its client id).
-    const memberName = settings.instanceId ? `${settings.instanceId}-${plan.consumerIndex}` : clientId;
+    const memberName = memberNameOf(plan);
     this.tasks = new OperatorTasks(deps.stages, admin, {
       stateTopic,
       idlePartitionMs: settings.idlePartitionMs,
@@ -154,7 +158,7 @@ export class Session {
     }
     // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
     this.tx = settings.exactlyOnce
-      ? client.transactionalProducer({ clientId, transactionalId: `fv-${plan.pipeline}-${settings.instanceId ?? plan.instanceId}-${plan.consumerIndex}` })
+      ? client.transactionalProducer({ clientId, transactionalId: transactionalIdOf(plan.pipeline, memberName) })
       : undefined;
     this.producer = settings.exactlyOnce ? undefined : client.producer({ clientId });
     this.consumer = client.consumer({
@@ -188,6 +192,8 @@ export class Session {
           this.standbys?.assigned(owned.map((tp) => tp.partition));
           // Restore the state of new partitions now: the process is not ready until it is back.
           this.tasks.prefetch(assigned);
+          // A previous owner killed mid-transaction is fenced, rather than waited for (exactly-once).
+          void deps.departed?.assigned(assigned, this.admin, client, settings.exactlyOnce, this.#closing.signal);
           metrics.rebalanced();
           log("info", "assignment changed", { owned: owned.map(partitionText), assigned: assigned.length, revoked: revoked.length });
         },
@@ -308,6 +314,7 @@ export class Session {
    * then neither rejoins nor stops. A client left closing is abandoned; the next session has its own.
    */
   async close(timeoutMs: number, log: Logger): Promise<void> {
+    this.#closing.abort();
     const bounded = async (what: string, close: (() => Promise<void>) | undefined) => {
       if (!close) return;
       try {
