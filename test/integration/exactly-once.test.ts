@@ -295,6 +295,46 @@ describe("exactly-once", () => {
     expect(result.duplicates).toBe(0);
   });
 
+  test("a member killed mid-stream: the one that takes its partitions fences its transactional id at once, and every record is there exactly once", async () => {
+    const name = uniqueName("departed");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    const total = 150_000;
+    await createTopic(input, 4);
+    await produce(records(input, 0, total));
+    const file = pipeline(name, input, output);
+    const env = { ...FAST_GROUP, STREAM_EXACTLY_ONCE: "true", STREAM_BATCH_SIZE: "200" };
+    const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "departed-a" } });
+    const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "departed-b" } });
+    const owns = (run: CliRun) => lastRecord(run.records)?.metrics?.partitions.length ?? 0;
+    const expected = expectedIds(total);
+    let collector: ReturnType<typeof collect> | undefined;
+    try {
+      await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");
+      a.child.kill("SIGKILL");
+      await waitFor(() => owns(b) === 4, 60_000, "B to take A's partitions");
+      // B learnt from the group who owned them, and fences that member's transactional id.
+      await waitFor(() => (lastRecord(b.records)?.metrics?.transactionsFenced ?? 0) >= 1, 30_000, "B to fence A's transactional id");
+      collector = collect(output);
+      await waitFor(() => tally(collector!.records, expected).missing.length === 0, 120_000, "every expected record");
+    } catch (error) {
+      console.log(`=== B\n${logsOf(b)}\n${JSON.stringify(lastRecord(b.records)?.metrics)}`);
+      a.child.kill("SIGKILL");
+      b.child.kill("SIGKILL");
+      await collector?.stop();
+      throw error;
+    }
+    await new Promise((r) => setTimeout(r, 2000));
+    b.child.kill("SIGTERM");
+    expect(await b.exited).toBe(0);
+    const result = tally(await collector.stop(), expected);
+    expect(b.lines.filter((l) => l.includes("left the group: fencing its transactional id")).map((l) => l.match(/transactional id (\S+),/)?.[1])).toEqual([`fv-${name}-departed-a-0`]);
+    expect(lastRecord(b.records)!.metrics!.transactionsFenced).toBe(1);
+    expect(result.missing).toEqual([]);
+    expect(result.duplicates).toBe(0);
+    expect(result.unexpected).toEqual([]);
+  });
+
   // On a broker of its own: the shared one on 9092 may be a user's or another checkout's.
   test("a broker down for 17 s mid-stream: the stream resumes with no loss and no duplicates", async () => {
     const broker = ownBroker(29092);
