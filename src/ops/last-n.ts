@@ -151,6 +151,21 @@ class LastN extends StatefulOperator<Recent> {
     return [];
   }
 
+  read(group: readonly unknown[]): Row[] {
+    this.state.ready();
+    const g = this.#groups.get(this.#c.group.idOf(group));
+    if (g === undefined) return [];
+    const out: Row = {};
+    writeGroup(out, this.#c.group.columns, g.group);
+    out[this.#c.alias] = ordered(g.items, g.next);
+    return [out];
+  }
+
+  *groups(): Iterable<readonly unknown[]> {
+    this.state.ready();
+    for (const g of this.#groups.values()) yield g.group;
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;

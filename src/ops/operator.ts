@@ -71,6 +71,15 @@ export interface Operator {
   restoreSnapshot(snapshot: OperatorSnapshot): void;
   /** Live keys and approximate bytes, for the build record and a memory cap. */
   stateSize(): { keys: number; bytes: number };
+  /**
+   * Queryable state (GET /state/...): the current value of one group key (its values in groupBy
+   * order), shaped like the rows the operator emits; a windowed operator gives one row per open
+   * window, oldest first. [] when the key has no state here. Absent on operators whose state is
+   * not kept per group key (a stream join buffers rows).
+   */
+  read?(group: readonly unknown[]): Row[];
+  /** Every group key with state here, each once, in no particular order. */
+  groups?(): Iterable<readonly unknown[]>;
 }
 
 /** Where a step sits, and how many inputs its stage has. */

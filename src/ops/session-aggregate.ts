@@ -190,6 +190,17 @@ class SessionAggregate extends StatefulOperator<Group> {
     return out;
   }
 
+  read(group: readonly unknown[]): Row[] {
+    this.state.ready();
+    const g = this.#groups.get(this.#c.group.idOf(group));
+    return g === undefined ? [] : g.sessions.filter((s) => s.open).map((s) => this.#result(g, s));
+  }
+
+  *groups(): Iterable<readonly unknown[]> {
+    this.state.ready();
+    for (const g of this.#groups.values()) yield g.group;
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;

@@ -197,6 +197,29 @@ class TopN extends StatefulOperator<Ranking> {
     return out;
   }
 
+  read(group: readonly unknown[]): Row[] {
+    this.state.ready();
+    const gk = this.#c.group.textOf(group);
+    if (this.#c.windowMs === undefined) {
+      const k = this.#rankings.get(`g:${gk}`);
+      return k === undefined ? [] : [this.#update(k)];
+    }
+    // Windowed: the rows each open window of the group would emit if it closed now, oldest window first.
+    const open = [...this.#rankings.values()].filter((k) => k.start !== null && k.key === `w:${k.start}:${gk}`).sort((a, b) => a.start! - b.start!);
+    return open.flatMap((k) => k.rows.map((x, i) => ({ ...x.row, windowStart: k.start, windowEnd: k.start! + this.#c.windowMs!, rank: i + 1 })));
+  }
+
+  *groups(): Iterable<readonly unknown[]> {
+    this.state.ready();
+    const seen = new Set<string>();
+    for (const k of this.#rankings.values()) {
+      const gk = this.#c.group.textOf(k.group);
+      if (seen.has(gk)) continue;
+      seen.add(gk);
+      yield k.group;
+    }
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;

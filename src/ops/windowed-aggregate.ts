@@ -140,6 +140,27 @@ class WindowedAggregate extends StatefulOperator<Window> {
     return out;
   }
 
+  read(group: readonly unknown[]): Row[] {
+    this.state.ready();
+    const id = this.#c.group.idOf(group);
+    const out: Row[] = [];
+    for (const end of this.#ends) {
+      const w = this.#byEnd.get(end)!.get(id);
+      if (w !== undefined) out.push(this.#result(w, end));
+    }
+    return out;
+  }
+
+  *groups(): Iterable<readonly unknown[]> {
+    this.state.ready();
+    const seen = new Set<unknown>();
+    for (const w of this.#live()) {
+      if (seen.has(w.id)) continue;
+      seen.add(w.id);
+      yield w.group;
+    }
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;
