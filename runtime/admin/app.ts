@@ -8,6 +8,7 @@
  *   GET  /metrics   Prometheus text, format 0.0.4
  *   GET  /status    the build record, per-partition offset / lag / state size, per-stage figures
  *   POST /stop      ordered shutdown (Authorization: Bearer <STREAM_ADMIN_TOKEN>)
+ *   GET  /state...  queryable state (runtime/admin/state-routes.ts, docs/queryable-state.md)
  *
  * With a token, every route but the probes (/healthz, /readyz) needs it, and /metrics too unless
  * `metricsOpen`; the dashboard page also takes it as `/?token=…` and sends it on its polls.
@@ -21,6 +22,7 @@ import type { BuildRecord } from "../../src/index.ts";
 import { PROMETHEUS_CONTENT_TYPE, type PartitionStatus } from "../../src/metrics/index.ts";
 import { hostOf, isLoopback } from "./address.ts";
 import { DASHBOARD_HTML } from "./dashboard.ts";
+import { addStateRoutes, type StateRoutesOptions } from "./state-routes.ts";
 
 export type { PartitionStatus };
 
@@ -68,6 +70,8 @@ export interface AdminAppOptions {
   metricsOpen?: boolean;
   /** Where the server listens (`host:port`): without a token, /stop is only taken on loopback. */
   bindAddress: string;
+  /** Queryable state: the /state routes (runtime/admin/state-routes.ts). */
+  state?: StateRoutesOptions;
 }
 
 /**
@@ -197,7 +201,9 @@ export function createAdminApp(options: AdminAppOptions): Hono {
     }),
   );
 
-  app.notFound(() => json({ error: "not found: the admin server answers GET /, /healthz, /readyz, /metrics, /status and POST /stop" }, 404));
+  if (options.state) addStateRoutes(app, options.state);
+
+  app.notFound(() => json({ error: `not found: the admin server answers GET /, /healthz, /readyz, /metrics, /status${options.state ? ", /state, /state/{stage}/keys/{key}, /state/{stage}/scan" : ""} and POST /stop` }, 404));
   app.onError((error) => json({ error: (error as Error).message ?? String(error) }, 500));
   return app;
 }

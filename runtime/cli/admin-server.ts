@@ -14,6 +14,7 @@ import { isLoopback, parseAdminAddress } from "../admin/address.ts";
 import { type AdminStatus, createAdminApp } from "../admin/app.ts";
 import { createMetricsText } from "../admin/metrics-text.ts";
 import type { MetricsSnapshot } from "../../src/metrics/index.ts";
+import type { LocalState } from "../../src/loop/state-query.ts";
 import { serveAdmin } from "../serve.ts";
 
 export interface AdminServerOptions {
@@ -32,6 +33,8 @@ export interface AdminServer {
   readonly localUrl: string;
   /** The latest build record (and metric events): what /status, /readyz and /metrics answer from. */
   update(record: BuildRecord, metrics?: MetricsSnapshot): void;
+  /** What the /state routes read, once the stream's loops run. */
+  setState(state: LocalState): void;
   close(): Promise<void>;
 }
 
@@ -75,6 +78,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   }
   let record = options.initial;
   let metrics: MetricsSnapshot | undefined;
+  let state: LocalState | undefined;
+  let self = "";
   const status = (): AdminStatus => ({ record, partitions: partitionsOf(record) });
   const bindAddress = `${address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname}:${address.port}`;
   const app = createAdminApp({
@@ -84,6 +89,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     token,
     metricsOpen: metricsOpen === "true",
     bindAddress,
+    state: { state: () => state, self: () => self },
   });
   let served;
   try {
@@ -101,6 +107,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // 0.0.0.0 and :: listen on every address; the URL a person on this machine opens is loopback.
   const everywhere = address.hostname === "0.0.0.0" || address.hostname === "::";
   const url = everywhere ? `http://${address.hostname === "::" ? "[::1]" : "127.0.0.1"}:${served.port}` : bound;
+  self = bound;
   const stop = token ? "token" : isLoopback(address.hostname) ? "loopback" : "refused";
   const stopSays = {
     token: "every route but /healthz and /readyz needs STREAM_ADMIN_TOKEN" + (metricsOpen === "true" ? " (/metrics is open: STREAM_ADMIN_METRICS_OPEN)" : ""),
@@ -116,6 +123,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     update(next, snapshot) {
       record = next;
       if (snapshot) metrics = snapshot;
+    },
+    setState(next) {
+      state = next;
     },
     close: () => served.close(),
   };

@@ -12,6 +12,7 @@ import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import { type LoopPlan, memberNameOf, stateTopicOf } from "./plan.ts";
 import { DepartedOwners } from "./departed-owners.ts";
+import { answerQuery, type StateAnswer, type StateQuery } from "./state-query.ts";
 import type { UpstreamHop } from "./repartition.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
 import { Session } from "./session.ts";
@@ -123,6 +124,11 @@ export class ConsumerLoop {
   /** Partitions this loop owns now, with the live state size of stateful stages' input partitions. */
   owned(): OwnedPartition[] {
     return this.#session ? this.#watchdog.owned(this.#session) : [];
+  }
+
+  /** Queryable state: what this loop's stateful tasks hold (nothing between sessions). */
+  queryState(query: StateQuery): StateAnswer {
+    return answerQuery(this.#session?.tasks, query);
   }
 
   /** The standby copies this loop keeps (STREAM_STANDBY_REPLICAS), with their lag. */

@@ -5,6 +5,7 @@
 import { loadKafkaClient } from "../kafka/clients.ts";
 import { ConsumerLoop } from "./consumer-loop.ts";
 import { closeStoresOfThisThread } from "../state/local-store.ts";
+import { answerQuery } from "./state-query.ts";
 import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
@@ -23,6 +24,11 @@ scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
   const message = event.data;
   if (message.type === "stop") {
     loop?.stop();
+    return;
+  }
+  if (message.type === "query") {
+    const query = message.query;
+    post({ type: "answer", id: message.id, answer: loop ? loop.queryState(query) : answerQuery(undefined, query) });
     return;
   }
   const plan: LoopPlan = message.plan;

@@ -8,6 +8,7 @@ import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
+import { answerQuery, type StateAnswer, type StateQuery } from "./state-query.ts";
 
 /** A running consumer loop, in this thread or in a Worker; the stream sees both alike. */
 export interface LoopHandle {
@@ -18,6 +19,8 @@ export interface LoopHandle {
   /** Cumulative metric events of the loop (latencies, rebalances, checkpoints). */
   metrics(): MetricsSnapshot;
   stop(): void;
+  /** Queryable state: what the loop's stateful tasks hold. */
+  query(query: StateQuery): Promise<StateAnswer>;
   readonly done: Promise<{ state: LoopState; error?: string }>;
 }
 
@@ -26,7 +29,15 @@ export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHand
   const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
   const loop = new ConsumerLoop(plan, client, log);
   const done = loop.run().then((state) => ({ state, error: loop.error?.message }));
-  return { counters: () => loop.counters, owned: () => loop.owned(), standbys: () => loop.standbys(), metrics: () => loop.metrics.snapshot(), stop: () => loop.stop(), done };
+  return {
+    counters: () => loop.counters,
+    owned: () => loop.owned(),
+    standbys: () => loop.standbys(),
+    metrics: () => loop.metrics.snapshot(),
+    stop: () => loop.stop(),
+    query: (query) => Promise.resolve(loop.queryState(query)),
+    done,
+  };
 }
 
 /** How long a Worker may take to end once its loop is done. */
@@ -52,6 +63,10 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   let owned: TopicPartition[] = [];
   let standbys: StandbyPartition[] = [];
   let metrics = emptySnapshot();
+  // Queries waiting for the worker's answer, by id; a worker that ends answers the rest with nothing.
+  const asked = new Map<number, { query: StateQuery; answer: (answer: StateAnswer) => void }>();
+  let nextQuery = 0;
+  let finished = false;
   const done = new Promise<{ state: LoopState; error?: string }>((resolve) => {
     worker.onmessage = (event: MessageEvent<WorkerReport>) => {
       const report = event.data;
@@ -60,6 +75,9 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
         owned = report.owned;
         standbys = report.standbys;
         metrics = report.metrics;
+      } else if (report.type === "answer") {
+        asked.get(report.id)?.answer(report.answer);
+        asked.delete(report.id);
       } else if (report.type === "log") {
         log(report.level, report.message, { ...report.context, consumer: plan.consumerIndex });
       } else {
@@ -67,6 +85,9 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
         if (report.metrics) metrics = report.metrics;
         owned = [];
         standbys = [];
+        finished = true;
+        for (const { query, answer } of asked.values()) answer(answerQuery(undefined, query));
+        asked.clear();
         void ended(worker).then(() => resolve({ state: report.state, error: report.error }));
       }
     };
@@ -85,6 +106,14 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
     standbys: () => standbys,
     metrics: () => metrics,
     stop: () => worker.postMessage({ type: "stop" } satisfies WorkerMessage),
+    query: (query) => {
+      if (finished) return Promise.resolve(answerQuery(undefined, query));
+      const id = nextQuery++;
+      return new Promise<StateAnswer>((answer) => {
+        asked.set(id, { query, answer });
+        worker.postMessage({ type: "query", id, query } satisfies WorkerMessage);
+      });
+    },
     done,
   };
 }

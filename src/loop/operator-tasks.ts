@@ -25,6 +25,14 @@ interface Task {
   store?: LocalStateStore;
 }
 
+/** Queryable state: one partition's rows for a group key, and the input offset its state reflects. */
+export interface StateRead {
+  partition: number;
+  rows: Row[];
+  /** The next input offset of the partition folded into the state; null before any. */
+  position: number | null;
+}
+
 /** One partition's restore under way, for /status and the log. */
 export interface RestoreProgress {
   stage: number;
@@ -618,6 +626,45 @@ export class OperatorTasks {
   onStoreError: ((error: FvError) => void) | undefined;
   #track(write: Promise<boolean>): void {
     write.catch((error) => this.onStoreError?.(error instanceof FvError ? error : new FvError("STATE_STORE_FAILED", (error as Error).message, { cause: error })));
+  }
+
+  /**
+   * Queryable state: what this loop's tasks of stage `stageIndex` hold for one group key, one
+   * entry per partition that has it, with the input offset its state reflects.
+   */
+  readState(stageIndex: number, group: readonly unknown[]): StateRead[] {
+    const out: StateRead[] = [];
+    for (const task of this.#tasks.values()) {
+      if (task.stage.index !== stageIndex || !task.op.read) continue;
+      const rows = task.op.read(group);
+      if (rows.length > 0) out.push({ partition: task.partition, rows, position: this.#positionOf(task) });
+    }
+    return out;
+  }
+
+  /** Queryable state: every group key this loop's tasks of stage `stageIndex` hold, with its partition. */
+  stateGroups(stageIndex: number): Array<{ partition: number; group: readonly unknown[] }> {
+    const out: Array<{ partition: number; group: readonly unknown[] }> = [];
+    for (const task of this.#tasks.values()) {
+      if (task.stage.index !== stageIndex || !task.op.groups) continue;
+      for (const group of task.op.groups()) out.push({ partition: task.partition, group });
+    }
+    return out;
+  }
+
+  /** The partitions of stage `stageIndex` this loop holds state of, each with its position. */
+  statePartitions(stageIndex: number): Array<{ partition: number; position: number | null }> {
+    return [...this.#tasks.values()].filter((t) => t.stage.index === stageIndex).map((t) => ({ partition: t.partition, position: this.#positionOf(t) }));
+  }
+
+  /** The next input offset of the task's partition folded into its state (its first input, or the hop's upstream). */
+  #positionOf(task: Task): number | null {
+    for (const topic of this.#stageTopics(task.stage)) {
+      const covered = task.covered.get(topic);
+      if (covered !== undefined) return Number(covered);
+    }
+    const first = task.covered.values().next();
+    return first.done ? null : Number(first.value);
   }
 
   /** Live state fed by one partition of one topic, over the stateful stages (for the build record); undefined when none. */

@@ -11,6 +11,7 @@ import { mergeSnapshots, type MetricsSnapshot } from "../metrics/index.ts";
 import { closeStoresOfThisThread } from "../state/local-store.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "../logger.ts";
+import { type LocalState, localState, stateStages } from "./state-query.ts";
 import { groupIdOf, type HopPlan, type LoopPlan, stateTopicOf } from "./plan.ts";
 
 export interface RunStreamOptions {
@@ -30,6 +31,8 @@ export interface RunStreamOptions {
    * with the metric events of every consumer merged.
    */
   onRecord?: (record: BuildRecord, metrics: MetricsSnapshot) => void;
+  /** Called once the loops run, with what the admin server's /state routes read (queryable state). */
+  onState?: (state: LocalState) => void;
   /** Log every poll, batch and transaction commit of the consumer loops at debug level. */
   debugLoop?: boolean;
   /** Unsafe, for the kill test only (see LoopPlan.unsafeCommitAhead). */
@@ -167,6 +170,7 @@ export async function runStream(
   const useWorkers = settings.consumers > 1 && !options.inline && typeof Worker !== "undefined";
   handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));
   log("info", `running ${handles.length} consumer(s)${useWorkers ? " in workers" : ""}`, { pipeline, group: groupIdOf(pipeline) });
+  options.onState?.(localState(stateStages(plan.compiled), () => handles));
   await put("RUNNING");
 
   let stopping = false;

@@ -5,12 +5,14 @@ import type { LoopCounters } from "./counters.ts";
 import type { LogLevel } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
+import type { StateAnswer, StateQuery } from "./state-query.ts";
 
 /** Main thread → worker. */
-export type WorkerMessage = { type: "start"; plan: LoopPlan } | { type: "stop" };
+export type WorkerMessage = { type: "start"; plan: LoopPlan } | { type: "stop" } | { type: "query"; id: number; query: StateQuery };
 
 /** Worker → main thread. */
 export type WorkerReport =
   | { type: "counters"; counters: LoopCounters; owned: TopicPartition[]; standbys: StandbyPartition[]; metrics: MetricsSnapshot }
   | { type: "log"; level: LogLevel; message: string; context?: Record<string, unknown> }
+  | { type: "answer"; id: number; answer: StateAnswer }
   | { type: "done"; state: LoopState; counters?: LoopCounters; metrics?: MetricsSnapshot; error?: string };

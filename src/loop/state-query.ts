@@ -1,0 +1,97 @@
+/**
+ * Queryable state inside the engine: what a consumer loop answers about the state of its
+ * stateful stages (one group key, every group key, the partitions it holds), as plain data that
+ * crosses a Worker boundary, and the description of each stateful stage. The admin server's
+ * /state routes (runtime/admin/state-routes.ts) ask every loop of the process through this.
+ */
+import type { Row } from "../expr/index.ts";
+import type { CompiledTopology } from "../topology/compile-topology.ts";
+import type { OperatorTasks, StateRead } from "./operator-tasks.ts";
+
+export type { StateRead };
+
+/** What the admin server asks a loop. `stage` is 0-based here (the HTTP routes are 1-based). */
+export type StateQuery =
+  | { kind: "read"; stage: number; group: unknown[] }
+  | { kind: "groups"; stage: number }
+  | { kind: "partitions"; stage: number };
+
+export type StateAnswer =
+  | { kind: "read"; reads: StateRead[] }
+  | { kind: "groups"; groups: Array<{ partition: number; group: readonly unknown[] }> }
+  | { kind: "partitions"; partitions: Array<{ partition: number; position: number | null }> };
+
+/** Answers a query from a loop's operator tasks (none: a loop between sessions holds nothing). */
+export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery): StateAnswer {
+  switch (query.kind) {
+    case "read":
+      return { kind: "read", reads: tasks?.readState(query.stage, query.group) ?? [] };
+    case "groups":
+      return { kind: "groups", groups: tasks?.stateGroups(query.stage) ?? [] };
+    case "partitions":
+      return { kind: "partitions", partitions: tasks?.statePartitions(query.stage) ?? [] };
+  }
+}
+
+/** A stateful stage, as GET /state lists it. */
+export interface StateStage {
+  /** 1-based, as in the routes. */
+  stage: number;
+  op: string;
+  /** The group key's columns, in order: a key is given as their values. */
+  keyColumns: string[];
+  /** Whether GET /state/{stage}/keys/... answers for it (a stream join keeps rows, not keyed values). */
+  queryable: boolean;
+  /** Windowed stages: the window size and slide (ms); session stages: the gap. */
+  window?: { sizeMs: number; slideMs: number };
+  session?: { gapMs: number };
+}
+
+/** The stateful stages of a compiled topology. */
+export function stateStages(compiled: CompiledTopology): StateStage[] {
+  const out: StateStage[] = [];
+  for (const stage of compiled.stages) {
+    const operator = stage.operator;
+    if (!operator) continue;
+    const def = stage.def.steps[operator.step] as Record<string, unknown> | undefined;
+    const windowMs = typeof def?.windowMs === "number" ? def.windowMs : undefined;
+    const slideMs = typeof def?.slideMs === "number" ? def.slideMs : windowMs;
+    const gapMs = typeof def?.gapMs === "number" ? def.gapMs : undefined;
+    out.push({
+      stage: stage.index + 1,
+      op: operator.op,
+      keyColumns: [...operator.compiled.keyColumns],
+      queryable: operator.op !== "streamJoin",
+      ...(windowMs !== undefined ? { window: { sizeMs: windowMs, slideMs: slideMs! } } : {}),
+      ...(gapMs !== undefined ? { session: { gapMs } } : {}),
+    });
+  }
+  return out;
+}
+
+/** Rows of windowed stages inside [from, to) of event time: a window overlapping the range is kept. */
+export function inRange(rows: Row[], from: number | undefined, to: number | undefined): Row[] {
+  if (from === undefined && to === undefined) return rows;
+  return rows.filter((row) => {
+    const start = (row.windowStart ?? row.sessionStart) as number | undefined;
+    const end = (row.windowEnd ?? row.sessionEnd) as number | undefined;
+    if (typeof start !== "number" || typeof end !== "number") return true;
+    return (from === undefined || end > from) && (to === undefined || start < to);
+  });
+}
+
+/** The state of every loop of this process, for the admin server. */
+export interface LocalState {
+  readonly stages: StateStage[];
+  /** Asks every loop; the answers of the ones that hold something, merged. */
+  ask<K extends StateQuery["kind"]>(query: StateQuery & { kind: K }): Promise<Array<StateAnswer & { kind: K }>>;
+}
+
+/** A LocalState over loops that answer queries (run-stream's loop handles). */
+export function localState(stages: StateStage[], loops: () => ReadonlyArray<{ query(query: StateQuery): Promise<StateAnswer> }>): LocalState {
+  return {
+    stages,
+    ask: async <K extends StateQuery["kind"]>(query: StateQuery & { kind: K }) =>
+      (await Promise.all(loops().map((loop) => loop.query(query)))) as Array<StateAnswer & { kind: K }>,
+  };
+}
