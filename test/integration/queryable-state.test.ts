@@ -1,0 +1,97 @@
+/**
+ * Queryable state on a real broker: a windowed count run by two consumers (in Workers), read
+ * through the admin server's /state routes while it runs: exact values per key, the scan, and a
+ * watch that sees each change of a key in order.
+ */
+import { describe, expect, test } from "bun:test";
+import { adminUrlOf, lastRecord, startCli, waitFor } from "../helpers/cli.ts";
+import { createTopic, produce, uniqueName } from "../helpers/kafka.ts";
+import { MINUTE, windowedCountPipeline } from "../helpers/pipelines.ts";
+
+const T0 = Date.UTC(2026, 0, 1);
+const GROUPS = 20;
+
+describe("queryable state", () => {
+  test("every key of a running windowed count reads its exact value; the scan lists each key once; a watch sees each change", async () => {
+    const name = uniqueName("query");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    // Group g<i> gets i + 1 rows, all in the first minute: its window stays open.
+    const rows = Array.from({ length: GROUPS }, (_, i) => Array.from({ length: i + 1 }, (_, j) => ({ g: `g${i}`, qty: j + 1, ts: T0 + 1000 * j }))).flat();
+    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
+    const file = windowedCountPipeline(name, input, output, "g");
+    const run = startCli(["run", file], { env: { STREAM_CONSUMERS: "2" } });
+    try {
+      const admin = await adminUrlOf(run);
+      const get = async (path: string) => {
+        const res = await fetch(admin + path);
+        return { status: res.status, body: (await res.json()) as Record<string, any> };
+      };
+      const scanAll = async () => {
+        const items: Array<Record<string, any>> = [];
+        let cursor: string | null = "";
+        while (cursor !== null) {
+          const { status, body } = await get(`/state/1/scan?limit=7${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+          if (status !== 200) return [];
+          items.push(...body.items);
+          cursor = body.cursor;
+        }
+        return items;
+      };
+      const counted = (items: Array<Record<string, any>>) => items.reduce((sum, i) => sum + (i.windows[0]?.n ?? 0), 0);
+      await waitFor(async () => counted(await scanAll()) === rows.length, 90_000, "every row counted in the state");
+
+      // The scan: each key once, in key order, with its exact count.
+      const items = await scanAll();
+      const keys = Array.from({ length: GROUPS }, (_, i) => `g${i}`).sort();
+      expect(items.map((i) => i.key.g)).toEqual(keys);
+      // Each key by itself: its one open window, with the exact count and sum, where it lives and how far its state goes.
+      const state = await get("/state");
+      expect(state.body.stages.map((s: any) => ({ stage: s.stage, op: s.op, keyColumns: s.keyColumns, window: s.window }))).toEqual([{ stage: 1, op: "windowedAggregate", keyColumns: ["g"], window: { sizeMs: MINUTE, slideMs: MINUTE } }]);
+      expect(state.body.stages[0].partitions.map((p: any) => p.partition)).toEqual([0, 1, 2, 3]);
+      for (let i = 0; i < GROUPS; i++) {
+        const { status, body } = await get(`/state/1/keys/g${i}`);
+        expect(status).toBe(200);
+        expect(body.windows).toEqual([{ windowStart: T0, windowEnd: T0 + MINUTE, g: `g${i}`, n: i + 1, qty: ((i + 1) * (i + 2)) / 2 }]);
+        expect(body.owner.admin).toBe(admin);
+        expect(body.position).toBeGreaterThan(0);
+      }
+      expect((await get("/state/1/keys/nobody")).status).toBe(404);
+      expect((await get("/state/2/keys/g1")).status).toBe(400);
+
+      // The watch: the current value first, then each new row of g3 as it lands.
+      const controller = new AbortController();
+      const events: number[] = [];
+      const watching = (async () => {
+        const res = await fetch(`${admin}/state/1/keys/g3/watch`, { signal: controller.signal });
+        const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return;
+          buffer += value;
+          let end: number;
+          while ((end = buffer.indexOf("\n\n")) >= 0) {
+            const event = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            const data = event.split("\n").find((l) => l.startsWith("data:"));
+            if (data) events.push(JSON.parse(data.slice(5)).windows[0].n);
+          }
+        }
+      })().catch(() => {});
+      await waitFor(() => events.length === 1, 10_000, "the watch's first event");
+      for (let k = 1; k <= 3; k++) {
+        await produce([{ topic: input, key: `late-${k}`, value: JSON.stringify({ g: "g3", qty: 1, ts: T0 + 50_000 }) }]);
+        await waitFor(() => events.length === k + 1, 30_000, `the watch's event for new row ${k}`);
+      }
+      controller.abort();
+      await watching;
+      expect(events).toEqual([4, 5, 6, 7]);
+      expect(lastRecord(run.records)?.status).toBe("RUNNING");
+    } finally {
+      run.child.kill("SIGTERM");
+    }
+    expect(await run.exited).toBe(0);
+  });
+});
