@@ -119,6 +119,35 @@ async function readKey(state: LocalState, stage: StateStage, key: unknown[], pat
   return undefined;
 }
 
+/** Marks a request one process forwarded to another: it is answered from local state only (a hop limit of 1). */
+export const FORWARDED_HEADER = "x-fv-forwarded";
+/** How long a peer has to answer a forwarded read. */
+const PEER_TIMEOUT_MS = 2_000;
+
+type PeerAnswer = { admin: string; status: number; body: Record<string, unknown> } | { admin: string; error: string };
+
+/** Asks every peer the same route (local state only there), with this request's token. */
+async function askPeers(c: Context, state: LocalState, path: string): Promise<PeerAnswer[]> {
+  const peers = await state.peers();
+  const authorization = c.req.header("authorization");
+  const headers: Record<string, string> = { [FORWARDED_HEADER]: "1", ...(authorization ? { authorization } : {}) };
+  return Promise.all(peers.map(async (peer): Promise<PeerAnswer> => {
+    try {
+      const res = await fetch(peer.admin + path, { headers, signal: AbortSignal.timeout(PEER_TIMEOUT_MS) });
+      return { admin: peer.admin, status: res.status, body: (await res.json()) as Record<string, unknown> };
+    } catch (error) {
+      const e = error as Error;
+      return { admin: peer.admin, error: e.name === "TimeoutError" ? `no answer within ${PEER_TIMEOUT_MS} ms` : e.message };
+    }
+  }));
+}
+
+/** The path and query of this request, to ask a peer the same. */
+const pathOf = (c: Context) => {
+  const url = new URL(c.req.url);
+  return url.pathname + url.search;
+};
+
 export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
   const json = (body: unknown, status: number) =>
     new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" } });
@@ -133,6 +162,24 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
     }
   };
   const owner = () => ({ process: options.self(), admin: options.self() });
+  const forwarded = (c: Context) => c.req.header(FORWARDED_HEADER) !== undefined;
+
+  /** A key's answer from this process, or from the peer that holds it (404 / 503 when none can). */
+  const lookup = async (c: Context, state: LocalState, stage: StateStage, key: unknown[], pathKey: string, ks: string[], path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+    const found = await readKey(state, stage, key, pathKey, ks.length > 0);
+    if (found) return { status: 200, body: { stage: stage.stage, key: keyObject(stage, found.key), ...valueBody(stage, found.read.rows), owner: owner(), partition: found.read.partition, position: found.read.position, standby: false, stale: false, read: found.read } };
+    const missing = { status: 404, body: { error: `stage ${stage.stage} holds no state for key ${JSON.stringify(keyObject(stage, key))}${forwarded(c) ? " in this process" : " in any process of the pipeline"}`, stage: stage.stage, key: keyObject(stage, key), owner: owner() } };
+    if (forwarded(c)) return missing;
+    const answers = await askPeers(c, state, path);
+    const hit = answers.find((a) => "status" in a && (a.status === 200 || a.status === 409));
+    if (hit && "status" in hit) return { status: hit.status, body: hit.body };
+    const down = answers.filter((a) => "error" in a || a.status >= 500);
+    if (down.length > 0) {
+      const why = down.map((a) => `${a.admin} (${"error" in a ? a.error : `HTTP ${a.status}`})`).join(", ");
+      return { status: 503, body: { error: `key ${JSON.stringify(keyObject(stage, key))} is not held here, and these processes of the pipeline did not answer: ${why}`, unreachable: down.map((a) => a.admin) } };
+    }
+    return missing;
+  };
 
   app.get("/state", wrap(async (_c, state) => {
     const stages = await Promise.all(state.stages.map(async (stage) => {
@@ -140,7 +187,7 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
       const partitions = answers.flatMap((a) => a.partitions).sort((a, b) => a.partition - b.partition);
       return { ...stage, partitions };
     }));
-    return json({ owner: owner(), stages }, 200);
+    return json({ owner: owner(), peers: (await state.peers()).map((p) => p.admin), stages }, 200);
   }));
 
   app.get("/state/:stage/keys/:key", wrap(async (c, state) => {
@@ -154,14 +201,15 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
     const waitMs = integerParam(c, "waitMs", 0, MAX_WAIT_MS) ?? 0;
     const until = Date.now() + waitMs;
     for (;;) {
-      const found = await readKey(state, stage, key, pathKey, ks.length > 0);
-      if (!found) {
-        if (minPosition === undefined || Date.now() >= until) return json({ error: `stage ${stage.stage} holds no state for key ${JSON.stringify(keyObject(stage, key))} in this process`, stage: stage.stage, key: keyObject(stage, key), owner: owner() }, 404);
-      } else if (minPosition === undefined || (found.read.position ?? -1) >= minPosition) {
-        const rows = inRange(found.read.rows, from, to);
-        return json({ stage: stage.stage, key: keyObject(stage, found.key), ...valueBody(stage, rows), owner: owner(), partition: found.read.partition, position: found.read.position, standby: false, stale: false }, 200);
-      } else if (Date.now() >= until) {
-        return json({ error: `the state of key ${JSON.stringify(keyObject(stage, key))} is at position ${found.read.position}, below minPosition ${minPosition}, after waiting ${waitMs} ms`, position: found.read.position, partition: found.read.partition, owner: owner() }, 409);
+      const { status, body } = await lookup(c, state, stage, key, pathKey, ks, pathOf(c));
+      const read = body.read as StateRead | undefined;
+      delete body.read;
+      if (status !== 200 || !read) return json(body, status);
+      if (minPosition === undefined || (read.position ?? -1) >= minPosition) {
+        return json({ ...body, ...valueBody(stage, inRange(read.rows, from, to)) }, 200);
+      }
+      if (Date.now() >= until) {
+        return json({ error: `the state of key ${JSON.stringify(keyObject(stage, key))} is at position ${read.position}, below minPosition ${minPosition}, after waiting ${waitMs} ms`, position: read.position, partition: read.partition, owner: owner() }, 409);
       }
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -174,19 +222,36 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
     const cursor = c.req.query("cursor") ?? "";
     // Key order: a one-column string key by its text, any other by its JSON; the cursor is the last key's.
     const answers = await state.ask({ kind: "groups", stage: stage.stage - 1 });
-    const keyText = (group: readonly unknown[]) => (group.length === 1 && typeof group[0] === "string" ? group[0] : JSON.stringify(group.length === 1 ? group[0] : group));
     const matching = answers.flatMap((a) => a.groups)
       .map((g) => ({ ...g, text: keyText(g.group) }))
       .filter((g) => g.text.startsWith(prefix) && (cursor === "" || g.text > cursor))
       .sort((a, b) => (a.text < b.text ? -1 : a.text > b.text ? 1 : a.partition - b.partition));
     const page = matching.slice(0, limit);
-    const items = await Promise.all(page.map(async (g) => {
+    let items: Array<Record<string, unknown> & { text: string }> = await Promise.all(page.map(async (g) => {
       const answer = await state.ask({ kind: "read", stage: stage.stage - 1, group: [...g.group] });
       const read = answer.flatMap((a) => a.reads).find((r) => r.partition === g.partition);
-      return { key: keyObject(stage, g.group), partition: g.partition, position: read?.position ?? null, ...valueBody(stage, read?.rows ?? []) };
+      return { text: g.text, key: keyObject(stage, g.group), partition: g.partition, position: read?.position ?? null, owner: owner(), ...valueBody(stage, read?.rows ?? []) };
     }));
-    const next = matching.length > limit ? page[page.length - 1]!.text : null;
-    return json({ stage: stage.stage, items, cursor: next, owner: owner() }, 200);
+    let more = matching.length > limit;
+    // Across the group: every other process's page of the same scan, merged in key order.
+    if (!forwarded(c)) {
+      const peers = await askPeers(c, state, pathOf(c));
+      const down = peers.filter((a) => "error" in a || a.status !== 200);
+      if (down.length > 0) {
+        const why = down.map((a) => `${a.admin} (${"error" in a ? a.error : `HTTP ${a.status}`})`).join(", ");
+        return json({ error: `a scan reads every process of the pipeline, and these did not answer: ${why}`, unreachable: down.map((a) => a.admin) }, 503);
+      }
+      for (const answer of peers) {
+        if (!("status" in answer)) continue;
+        for (const item of answer.body.items as Array<Record<string, unknown>>) items.push({ ...item, text: keyText(stage.keyColumns.map((c) => (item.key as Record<string, unknown>)[c])) });
+        if (answer.body.cursor !== null) more = true;
+      }
+      items.sort((a, b) => (a.text < b.text ? -1 : a.text > b.text ? 1 : (a.partition as number) - (b.partition as number)));
+      if (items.length > limit) more = true;
+      items = items.slice(0, limit);
+    }
+    const next = more && items.length > 0 ? items[items.length - 1]!.text : null;
+    return json({ stage: stage.stage, items: items.map(({ text: _text, ...item }) => item), cursor: next, owner: owner() }, 200);
   }));
 
   app.get("/state/:stage/keys/:key/watch", wrap(async (c, state) => {
@@ -195,23 +260,28 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
     const ks = c.req.queries("k") ?? [];
     const key = keyOf(stage, pathKey, ks);
     const interval = options.watchIntervalMs ?? 100;
+    // A key held elsewhere is read there (the plain read route, not its watch) at each tick.
+    const readPath = pathOf(c).replace(/\/watch(\?|$)/, "$1");
     return streamSSE(c, async (stream) => {
       let last: string | undefined;
       let id = 0;
       while (!stream.aborted && !stream.closed) {
-        const current = options.state() ?? state;
-        const found = await readKey(current, stage, key, pathKey, ks.length > 0);
-        const body = found
-          ? { stage: stage.stage, key: keyObject(stage, found.key), ...valueBody(stage, found.read.rows), owner: owner(), partition: found.read.partition, position: found.read.position, standby: false, stale: false }
-          : { stage: stage.stage, key: keyObject(stage, key), value: null, owner: owner() };
-        // The provenance moves with every batch; an event goes out when the value itself changed.
-        const value = JSON.stringify(found ? valueBody(stage, found.read.rows) : null);
-        if (value !== last) {
-          last = value;
-          await stream.writeSSE({ event: "value", id: String(id++), data: JSON.stringify(body) });
+        const { status, body } = await lookup(c, options.state() ?? state, stage, key, pathKey, ks, readPath);
+        delete body.read;
+        const value = status === 200 ? { windows: body.windows, value: body.value } : { status };
+        // Provenance moves with every batch; an event goes out when the value itself changed.
+        const text = JSON.stringify(value);
+        if (text !== last) {
+          last = text;
+          await stream.writeSSE({ event: status === 200 ? "value" : status === 404 ? "missing" : "error", id: String(id++), data: JSON.stringify(status === 200 ? body : { ...body, status }) });
         }
         await stream.sleep(interval);
       }
     });
   }));
+}
+
+/** A key in scan order: a one-column string key by its text, any other by its JSON. */
+function keyText(group: readonly unknown[]): string {
+  return group.length === 1 && typeof group[0] === "string" ? group[0] : JSON.stringify(group.length === 1 ? group[0] : group);
 }

@@ -6,7 +6,11 @@
  *   STREAM_ADMIN_TOKEN   bearer token every route but /healthz and /readyz needs; without it
  *                        /stop is loopback-only
  *   STREAM_ADMIN_METRICS_OPEN  true: /metrics answers without the token   default false
+ *   STREAM_ADMIN_ADVERTISE     the URL other processes of the pipeline reach this admin server at
+ *                        (state reads are forwarded there)   default: the bound URL (the host
+ *                        name when bound to every address)
  */
+import { hostname } from "node:os";
 import type { BuildRecord, Logger } from "../../src/index.ts";
 import type { PartitionStatus } from "../../src/metrics/index.ts";
 import { FvError } from "../../src/index.ts";
@@ -31,6 +35,11 @@ export interface AdminServer {
   readonly url: string;
   /** The URL to open on this machine: `url`, or its loopback form when bound to every address. */
   readonly localUrl: string;
+  /**
+   * The URL the pipeline's other processes reach this one at (queryable state forwarding):
+   * STREAM_ADMIN_ADVERTISE, else `url`, with this host's name when bound to every address.
+   */
+  readonly advertised: string;
   /** The latest build record (and metric events): what /status, /readyz and /metrics answer from. */
   update(record: BuildRecord, metrics?: MetricsSnapshot): void;
   /** What the /state routes read, once the stream's loops run. */
@@ -107,7 +116,8 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   // 0.0.0.0 and :: listen on every address; the URL a person on this machine opens is loopback.
   const everywhere = address.hostname === "0.0.0.0" || address.hostname === "::";
   const url = everywhere ? `http://${address.hostname === "::" ? "[::1]" : "127.0.0.1"}:${served.port}` : bound;
-  self = bound;
+  const advertised = options.env.STREAM_ADMIN_ADVERTISE?.trim() || (everywhere ? `http://${hostname()}:${served.port}` : bound);
+  self = advertised;
   const stop = token ? "token" : isLoopback(address.hostname) ? "loopback" : "refused";
   const stopSays = {
     token: "every route but /healthz and /readyz needs STREAM_ADMIN_TOKEN" + (metricsOpen === "true" ? " (/metrics is open: STREAM_ADMIN_METRICS_OPEN)" : ""),
@@ -120,6 +130,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   return {
     url: bound,
     localUrl: url,
+    advertised,
     update(next, snapshot) {
       record = next;
       if (snapshot) metrics = snapshot;

@@ -185,6 +185,7 @@ async function run(source: Source, buildFlag: string | undefined, log: Logger): 
       compute: computeConfig(),
       onRecord: (record, metrics) => admin?.update(record, metrics),
       onState: (state) => admin?.setState(state),
+      ...(admin ? { advertise: admin.advertised } : {}),
       // The loops' per-poll debug lines (the engine itself reads no environment).
       debugLoop: process.env.FV_DEBUG_LOOP === "1",
       // Breaks exactly-once on purpose: only the kill test sets it, to show that it catches this.

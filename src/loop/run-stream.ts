@@ -12,6 +12,7 @@ import { closeStoresOfThisThread } from "../state/local-store.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "../logger.ts";
 import { type LocalState, localState, stateStages } from "./state-query.ts";
+import { MembersDirectory, membersTopicOf } from "./members-directory.ts";
 import { groupIdOf, type HopPlan, type LoopPlan, stateTopicOf } from "./plan.ts";
 
 export interface RunStreamOptions {
@@ -33,6 +34,11 @@ export interface RunStreamOptions {
   onRecord?: (record: BuildRecord, metrics: MetricsSnapshot) => void;
   /** Called once the loops run, with what the admin server's /state routes read (queryable state). */
   onState?: (state: LocalState) => void;
+  /**
+   * This process's admin URL: advertised to the pipeline's other processes in `fv-members-<name>`
+   * (src/loop/members-directory.ts), so that their /state routes can forward reads here.
+   */
+  advertise?: string;
   /** Log every poll, batch and transaction commit of the consumer loops at debug level. */
   debugLoop?: boolean;
   /** Unsafe, for the kill test only (see LoopPlan.unsafeCommitAhead). */
@@ -170,7 +176,8 @@ export async function runStream(
   const useWorkers = settings.consumers > 1 && !options.inline && typeof Worker !== "undefined";
   handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));
   log("info", `running ${handles.length} consumer(s)${useWorkers ? " in workers" : ""}`, { pipeline, group: groupIdOf(pipeline) });
-  options.onState?.(localState(stateStages(plan.compiled), () => handles));
+  const directory = options.advertise ? await startDirectory(kafkaClient, settings, pipeline, settings.instanceId ?? instanceId, options.advertise, log) : undefined;
+  options.onState?.(localState(stateStages(plan.compiled), () => handles, () => directory?.peers() ?? Promise.resolve([])));
   await put("RUNNING");
 
   let stopping = false;
@@ -191,6 +198,7 @@ export async function runStream(
   const live = options.onRecord ? setInterval(() => options.onRecord!(snapshot("RUNNING"), mergeSnapshots(...handles.map((h) => h.metrics()))), 1000) : undefined;
 
   const results = await Promise.all(handles.map((h) => h.done));
+  await directory?.stop();
   // Loops in this thread may leave a store closing (a restore cut short): the process exits next.
   await closeStoresOfThisThread().catch(() => 0);
   clearInterval(heartbeat);
@@ -205,6 +213,20 @@ export async function runStream(
     await put("STOPPED");
   }
   return current;
+}
+
+/** Advertises this process's admin URL to the pipeline's others; a failure only costs forwarding here. */
+async function startDirectory(kafkaClient: string, settings: Settings, pipeline: string, instance: string, admin: string, log: Logger): Promise<MembersDirectory | undefined> {
+  const client = (await loadKafkaClient(kafkaClient))(settings.brokers.split(","));
+  const directory = new MembersDirectory(client, pipeline, { instance, admin }, log);
+  try {
+    await directory.start();
+    return directory;
+  } catch (error) {
+    log("warn", `cannot advertise the admin URL in ${membersTopicOf(pipeline)}: ${(error as Error).message}; reads of state another process holds are not forwarded here`);
+    await directory.stop();
+    return undefined;
+  }
 }
 
 /**

@@ -7,6 +7,7 @@
 import type { Row } from "../expr/index.ts";
 import type { CompiledTopology } from "../topology/compile-topology.ts";
 import type { OperatorTasks, StateRead } from "./operator-tasks.ts";
+import type { Peer } from "./members-directory.ts";
 
 export type { StateRead };
 
@@ -83,14 +84,17 @@ export function inRange(rows: Row[], from: number | undefined, to: number | unde
 /** The state of every loop of this process, for the admin server. */
 export interface LocalState {
   readonly stages: StateStage[];
+  /** The pipeline's other processes, where a key this process does not hold may be. */
+  peers(): Promise<Peer[]>;
   /** Asks every loop; the answers of the ones that hold something, merged. */
   ask<K extends StateQuery["kind"]>(query: StateQuery & { kind: K }): Promise<Array<StateAnswer & { kind: K }>>;
 }
 
 /** A LocalState over loops that answer queries (run-stream's loop handles). */
-export function localState(stages: StateStage[], loops: () => ReadonlyArray<{ query(query: StateQuery): Promise<StateAnswer> }>): LocalState {
+export function localState(stages: StateStage[], loops: () => ReadonlyArray<{ query(query: StateQuery): Promise<StateAnswer> }>, peers: () => Promise<Peer[]> = () => Promise.resolve([])): LocalState {
   return {
     stages,
+    peers,
     ask: async <K extends StateQuery["kind"]>(query: StateQuery & { kind: K }) =>
       (await Promise.all(loops().map((loop) => loop.query(query)))) as Array<StateAnswer & { kind: K }>,
   };

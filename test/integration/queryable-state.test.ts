@@ -94,4 +94,53 @@ describe("queryable state", () => {
     }
     expect(await run.exited).toBe(0);
   });
+
+  test("two processes: a key held by B is read through A with its exact value; A's scan covers both; B down gives 503 naming it; no token, 401", async () => {
+    const name = uniqueName("query-two");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    const rows = Array.from({ length: GROUPS }, (_, i) => Array.from({ length: i + 1 }, (_, j) => ({ g: `g${i}`, qty: 1, ts: T0 + 1000 * j }))).flat();
+    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
+    const file = windowedCountPipeline(name, input, output, "g");
+    const env = { STREAM_SESSION_TIMEOUT_MS: "6000", STREAM_ADMIN_TOKEN: "s3cret" };
+    const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "query-a" } });
+    const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "query-b" } });
+    try {
+      const [adminA, adminB] = await Promise.all([adminUrlOf(a), adminUrlOf(b)]);
+      const auth = { authorization: "Bearer s3cret" };
+      const get = async (admin: string, path: string, headers: Record<string, string> = auth) => {
+        const res = await fetch(admin + path, { headers });
+        return { status: res.status, body: (await res.json()) as Record<string, any> };
+      };
+      const owns = (admin: string) => get(admin, "/state").then((r) => (r.status === 200 ? (r.body.stages[0].partitions as unknown[]).length : 0));
+      await waitFor(async () => (await owns(adminA)) > 0 && (await owns(adminB)) > 0 && (await owns(adminA)) + (await owns(adminB)) === 4, 90_000, "A and B to share the partitions");
+      const scan = async () => (await get(adminA, "/state/1/scan?limit=1000")).body.items as Array<Record<string, any>> | undefined;
+      await waitFor(async () => ((await scan()) ?? []).reduce((sum, i) => sum + i.windows[0].n, 0) === rows.length, 90_000, "every row counted, read through A");
+      const items = (await scan())!;
+      expect(items.map((i) => i.key.g)).toEqual(Array.from({ length: GROUPS }, (_, i) => `g${i}`).sort());
+      const owners = new Set<string>();
+      for (let i = 0; i < GROUPS; i++) {
+        const { status, body } = await get(adminA, `/state/1/keys/g${i}`);
+        expect(status).toBe(200);
+        expect(body.windows).toEqual([{ windowStart: T0, windowEnd: T0 + MINUTE, g: `g${i}`, n: i + 1, qty: i + 1 }]);
+        owners.add(body.owner.admin);
+      }
+      // Some keys came from B, through A.
+      expect([...owners].sort()).toEqual([adminA, adminB].sort());
+      expect((await get(adminA, "/state/1/keys/g1", {})).status).toBe(401);
+
+      // B dies: until the group moves its partitions, A names it for B's keys.
+      const heldByB = items.find((i) => i.owner.admin === adminB)!.key.g;
+      b.child.kill("SIGKILL");
+      await b.exited;
+      const down = await get(adminA, `/state/1/keys/${heldByB}`);
+      expect(down.status).toBe(503);
+      expect(down.body.error).toContain(adminB);
+    } finally {
+      a.child.kill("SIGTERM");
+      b.child.kill("SIGKILL");
+    }
+    expect(await a.exited).toBe(0);
+  });
 });

@@ -108,7 +108,7 @@ describe("GET /state", () => {
       cursor = body.cursor as string;
     }
     expect(keys).toEqual([{ sym: 7 }, { sym: "A" }, { sym: "B" }, { sym: "C" }]);
-    expect((await get("/state/1/scan?prefix=B")).body.items).toEqual([{ key: { sym: "B" }, partition: 1, position: 12, windows: [{ windowStart: 0, windowEnd: 10, sym: "B", count: 1 }] }]);
+    expect((await get("/state/1/scan?prefix=B")).body.items).toEqual([{ key: { sym: "B" }, partition: 1, position: 12, owner: { process: "http://127.0.0.1:8686", admin: "http://127.0.0.1:8686" }, windows: [{ windowStart: 0, windowEnd: 10, sym: "B", count: 1 }] }]);
   });
 
   test("bad input: 400 naming the parameter; the token guards every /state route", async () => {
