@@ -34,6 +34,9 @@ describe("the confluent adapter sorts library errors by their code and flags", (
     expect(classify(librdkafkaError(-185, "Local: Timed out", { isRetriable: true }), "x").code).toBe("KAFKA_RETRYABLE");
     expect(classify(librdkafkaError(48, "Broker: Invalid transaction state", { isTxnRequiresAbort: true }), "x").code).toBe("KAFKA_RETRYABLE");
     expect(classify(librdkafkaError(ERR.MSG_TIMED_OUT, "Local: Message timed out"), "x").code).toBe("KAFKA_RETRYABLE");
+    // A zombie woken after its transaction was aborted (Node soak, seed 41: it ended FAILED on this).
+    expect(classify(librdkafkaError(-152, "Local: Purged in queue"), "producing in a transaction").code).toBe("KAFKA_RETRYABLE");
+    expect(classify(librdkafkaError(-151, "Local: Purged in flight"), "producing in a transaction").code).toBe("KAFKA_RETRYABLE");
     const down = classify(librdkafkaError(ERR.ALL_BROKERS_DOWN, "Local: All broker connections are down"), "x");
     expect(down.code).toBe("KAFKA_RETRYABLE");
     expect(down.context).toEqual({ unreachable: "all brokers down" });

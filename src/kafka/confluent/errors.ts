@@ -13,6 +13,12 @@ export const ERR = {
   TIMED_OUT: -185,
   /** A record not delivered within message.timeout.ms (e.g. the broker was down that long). */
   MSG_TIMED_OUT: -192,
+  /**
+   * Records purged before delivery (still queued, or in flight): librdkafka purges the open
+   * transaction's records when it is aborted, as when a fenced zombie wakes.
+   */
+  PURGE_QUEUE: -152,
+  PURGE_INFLIGHT: -151,
   ALL_BROKERS_DOWN: -187,
   TRANSPORT: -195,
   /** A transactional producer fenced: librdkafka normalizes PRODUCER_FENCED and INVALID_PRODUCER_EPOCH to it in its transaction calls. */
@@ -41,7 +47,8 @@ const FENCED_CODES = new Set<number>([
  * Sorts a library error by the recovery it needs:
  *   - fenced: a fencing code (FENCED_CODES);
  *   - retryable: librdkafka says the call may be retried (`isRetriable`), or the transaction needs
- *     an abort first (`isTxnRequiresAbort`), or no broker answered in time;
+ *     an abort first (`isTxnRequiresAbort`), or no broker answered in time, or the records were
+ *     purged undelivered (-151, -152: their transaction was aborted, so nothing of it commits);
  *   - fatal: the rest, `isFatal` ones included. A consumer's fatal error reaches the adapter as -150
  *     (_FATAL) with no way to read the code behind it (the binding has no `fatal_error()`); in a
  *     classic group its only cause is a newer static member with the same instance id, after which
@@ -57,7 +64,7 @@ export function classify(error: unknown, what: string): FvError {
   // Undelivered records were never acknowledged, so their offsets were not committed: a fresh
   // session (after aborting the transaction under exactly-once) reads them again.
   const retryable = e?.isRetriable || e?.isTxnRequiresAbort ||
-    (code !== undefined && ([ERR.TIMED_OUT, ERR.MSG_TIMED_OUT, ERR.ALL_BROKERS_DOWN, ERR.TRANSPORT] as number[]).includes(code));
+    (code !== undefined && ([ERR.TIMED_OUT, ERR.MSG_TIMED_OUT, ERR.PURGE_QUEUE, ERR.PURGE_INFLIGHT, ERR.ALL_BROKERS_DOWN, ERR.TRANSPORT] as number[]).includes(code));
   const fvCode = fenced ? "KAFKA_FENCED" : retryable ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   // No broker answered at all: run-stream.ts says so where the stream starts.
   const unreachable = code === ERR.ALL_BROKERS_DOWN ? "all brokers down" : code === ERR.TRANSPORT ? "no connection" : code === ERR.TIMED_OUT ? "a timeout" : undefined;
