@@ -107,13 +107,17 @@ function valueBody(stage: StateStage, rows: Row[]): Record<string, unknown> {
   return windowed(stage) ? { windows: rows } : { value: rows[0] ?? null };
 }
 
-/** Reads a key here; a plain-text key that reads nothing is tried as the string it was written as. */
-async function readKey(state: LocalState, stage: StateStage, key: unknown[], pathKey: string, fromK: boolean): Promise<{ key: unknown[]; read: StateRead } | undefined> {
+/**
+ * Reads a key here (`retired`: also from partitions this process let go of lately); a plain-text
+ * key that reads nothing is tried as the string it was written as.
+ */
+async function readKey(state: LocalState, stage: StateStage, key: unknown[], pathKey: string, fromK: boolean, retired = false): Promise<{ key: unknown[]; read: StateRead } | undefined> {
   const candidates = [key];
   if (!fromK && stage.keyColumns.length === 1 && typeof key[0] !== "string") candidates.push([pathKey]);
   for (const candidate of candidates) {
-    const answers = await state.ask({ kind: "read", stage: stage.stage - 1, group: candidate });
-    const read = answers.flatMap((a) => a.reads)[0];
+    const answers = await state.ask({ kind: "read", stage: stage.stage - 1, group: candidate, ...(retired ? { retired } : {}) });
+    const reads = answers.flatMap((a) => a.reads);
+    const read = reads.find((r) => !r.stale) ?? reads[0];
     if (read) return { key: candidate, read };
   }
   return undefined;
@@ -121,16 +125,18 @@ async function readKey(state: LocalState, stage: StateStage, key: unknown[], pat
 
 /** Marks a request one process forwarded to another: it is answered from local state only (a hop limit of 1). */
 export const FORWARDED_HEADER = "x-fv-forwarded";
+/** On a forwarded read: the state of partitions the peer let go of lately may answer too (stale). */
+export const RETIRED_HEADER = "x-fv-retired";
 /** How long a peer has to answer a forwarded read. */
 const PEER_TIMEOUT_MS = 2_000;
 
 type PeerAnswer = { admin: string; status: number; body: Record<string, unknown> } | { admin: string; error: string };
 
 /** Asks every peer the same route (local state only there), with this request's token. */
-async function askPeers(c: Context, state: LocalState, path: string): Promise<PeerAnswer[]> {
+async function askPeers(c: Context, state: LocalState, path: string, retired = false): Promise<PeerAnswer[]> {
   const peers = await state.peers();
   const authorization = c.req.header("authorization");
-  const headers: Record<string, string> = { [FORWARDED_HEADER]: "1", ...(authorization ? { authorization } : {}) };
+  const headers: Record<string, string> = { [FORWARDED_HEADER]: "1", ...(retired ? { [RETIRED_HEADER]: "1" } : {}), ...(authorization ? { authorization } : {}) };
   return Promise.all(peers.map(async (peer): Promise<PeerAnswer> => {
     try {
       const res = await fetch(peer.admin + path, { headers, signal: AbortSignal.timeout(PEER_TIMEOUT_MS) });
@@ -164,20 +170,38 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
   const owner = () => ({ process: options.self(), admin: options.self() });
   const forwarded = (c: Context) => c.req.header(FORWARDED_HEADER) !== undefined;
 
-  /** A key's answer from this process, or from the peer that holds it (404 / 503 when none can). */
+  /**
+   * A key's answer: from this process, else from the peer that holds it, else (while partitions
+   * move) from a process that let go of it lately, marked stale; 404 / 503 when none can.
+   */
   const lookup = async (c: Context, state: LocalState, stage: StateStage, key: unknown[], pathKey: string, ks: string[], path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
-    const found = await readKey(state, stage, key, pathKey, ks.length > 0);
-    if (found) return { status: 200, body: { stage: stage.stage, key: keyObject(stage, found.key), ...valueBody(stage, found.read.rows), owner: owner(), partition: found.read.partition, position: found.read.position, standby: false, stale: false, read: found.read } };
+    const answer = (found: { key: unknown[]; read: StateRead }) => ({
+      status: 200,
+      body: { stage: stage.stage, key: keyObject(stage, found.key), ...valueBody(stage, found.read.rows), owner: owner(), partition: found.read.partition, position: found.read.position, standby: false, stale: found.read.stale === true, read: found.read },
+    });
     const missing = { status: 404, body: { error: `stage ${stage.stage} holds no state for key ${JSON.stringify(keyObject(stage, key))}${forwarded(c) ? " in this process" : " in any process of the pipeline"}`, stage: stage.stage, key: keyObject(stage, key), owner: owner() } };
+    const local = await readKey(state, stage, key, pathKey, ks.length > 0, forwarded(c) && c.req.header(RETIRED_HEADER) !== undefined);
+    if (local) return answer(local);
     if (forwarded(c)) return missing;
+    const unreachable = (answers: PeerAnswer[]) => {
+      const down = answers.filter((a) => "error" in a || a.status >= 500);
+      if (down.length === 0) return undefined;
+      const why = down.map((a) => `${a.admin} (${"error" in a ? a.error : `HTTP ${a.status}`})`).join(", ");
+      return { status: 503, body: { error: `key ${JSON.stringify(keyObject(stage, key))} is not held here, and these processes of the pipeline did not answer: ${why}`, unreachable: down.map((a) => a.admin) } };
+    };
+    // 1. The process that holds the key now. A process that does not answer may be the one:
+    //    503 naming it, rather than an old value.
     const answers = await askPeers(c, state, path);
     const hit = answers.find((a) => "status" in a && (a.status === 200 || a.status === 409));
     if (hit && "status" in hit) return { status: hit.status, body: hit.body };
-    const down = answers.filter((a) => "error" in a || a.status >= 500);
-    if (down.length > 0) {
-      const why = down.map((a) => `${a.admin} (${"error" in a ? a.error : `HTTP ${a.status}`})`).join(", ");
-      return { status: 503, body: { error: `key ${JSON.stringify(keyObject(stage, key))} is not held here, and these processes of the pipeline did not answer: ${why}`, unreachable: down.map((a) => a.admin) } };
-    }
+    const down = unreachable(answers);
+    if (down) return down;
+    // 2. Nobody holds it now: its partition is moving. The process that let go of it answers, stale.
+    const mine = await readKey(state, stage, key, pathKey, ks.length > 0, true);
+    if (mine) return answer(mine);
+    const retired = await askPeers(c, state, path, true);
+    const old = retired.find((a) => "status" in a && a.status === 200);
+    if (old && "status" in old) return { status: 200, body: old.body };
     return missing;
   };
 

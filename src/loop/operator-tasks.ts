@@ -31,6 +31,8 @@ export interface StateRead {
   rows: Row[];
   /** The next input offset of the partition folded into the state; null before any. */
   position: number | null;
+  /** The state of a partition this loop let go of in a rebalance (or read while one runs). */
+  stale?: boolean;
 }
 
 /** One partition's restore under way, for /status and the log. */
@@ -49,6 +51,9 @@ export interface RestoreProgress {
   /** Seconds left at that rate; null before there is a rate. */
   etaSeconds: number | null;
 }
+
+/** How long a task let go of in a rebalance still answers reads (marked stale). */
+const RETIRED_READS_MS = 30_000;
 
 /** A long restore logs its progress this often. */
 const RESTORE_LOG_MS = 5000;
@@ -632,15 +637,26 @@ export class OperatorTasks {
    * Queryable state: what this loop's tasks of stage `stageIndex` hold for one group key, one
    * entry per partition that has it, with the input offset its state reflects.
    */
-  readState(stageIndex: number, group: readonly unknown[]): StateRead[] {
+  readState(stageIndex: number, group: readonly unknown[], options: { retired?: boolean } = {}): StateRead[] {
     const out: StateRead[] = [];
-    for (const task of this.#tasks.values()) {
-      if (task.stage.index !== stageIndex || !task.op.read) continue;
+    const read = (task: Task, stale: boolean) => {
+      if (task.stage.index !== stageIndex || !task.op.read) return;
       const rows = task.op.read(group);
-      if (rows.length > 0) out.push({ partition: task.partition, rows, position: this.#positionOf(task) });
+      if (rows.length > 0) out.push({ partition: task.partition, rows, position: this.#positionOf(task), ...(stale ? { stale } : {}) });
+    };
+    for (const task of this.#tasks.values()) read(task, false);
+    if (options.retired && out.length === 0) {
+      const now = Date.now();
+      for (const { task, until } of this.#retired.values()) if (until > now) read(task, true);
     }
     return out;
   }
+
+  /**
+   * Tasks let go of in a rebalance, kept for reads only for a while: while their partition moves
+   * and its new owner restores it, a read gets their state, marked stale.
+   */
+  readonly #retired = new PairMap<number, number, { task: Task; until: number }>();
 
   /** Queryable state: every group key this loop's tasks of stage `stageIndex` hold, with its partition. */
   stateGroups(stageIndex: number): Array<{ partition: number; group: readonly unknown[] }> {
@@ -712,7 +728,13 @@ export class OperatorTasks {
     const released = new Set([...moved, ...[...this.#tasks.values()].map((t) => t.partition), ...this.restoringPartitions()].filter((p) => !partitions.has(p) || moved.has(p)));
     this.#ownedPartitions = partitions;
     for (const p of released) this.#releases.set(p, (this.#releases.get(p) ?? 0) + 1);
-    for (const task of this.#tasks.values()) if (released.has(task.partition)) this.#closeLater(task.store);
+    const now = Date.now();
+    for (const [stage, partition, { until }] of this.#retired.entries()) if (until <= now) this.#retired.delete(stage, partition);
+    for (const task of this.#tasks.values()) {
+      if (!released.has(task.partition)) continue;
+      this.#closeLater(task.store);
+      this.#retired.set(task.stage.index, task.partition, { task, until: now + RETIRED_READS_MS });
+    }
     this.#tasks.deleteWhere((_, partition) => released.has(partition));
     this.#loading.deleteWhere((_, partition) => released.has(partition));
     for (const eventTimes of this.#eventTimes.values()) for (const [tp] of eventTimes.entries()) if (!partitions.has(tp.partition)) eventTimes.delete(tp);
@@ -722,6 +744,8 @@ export class OperatorTasks {
   /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */
   clear(): void {
     for (const task of this.#tasks.values()) this.#closeLater(task.store);
+    // Their state may hold what the abort undid.
+    this.#retired.deleteWhere(() => true);
     this.#tasks.clear();
     this.#eventTimes.clear();
     this.#heard.clear();

@@ -96,6 +96,8 @@ export class Session {
   revokedDuringBatch: PartitionSet | undefined;
   /** A rebalance started: checkpoint at the next batch boundary. */
   checkpointNow = false;
+  /** Between the start of a rebalance and the assignment that ends it (state reads are marked stale). */
+  rebalancing = false;
   /** Rebalance hooks waiting for the next checkpoint: the adapter rejoins once they resolve. */
   readonly rebalanceWaiters: Array<() => void> = [];
   /** Whether the poll loop runs (only then can it answer a rebalance hook). */
@@ -180,12 +182,14 @@ export class Session {
         onRebalance: () => {
           // Before the first poll (the join inside start()), there is nothing to commit yet.
           if (!this.polling) return;
+          this.rebalancing = true;
           return new Promise<void>((resolve) => {
             this.rebalanceWaiters.push(resolve);
             this.checkpointNow = true;
           });
         },
         onAssignment: ({ assigned, revoked, owned }) => {
+          this.rebalancing = false;
           this.#assigned(assigned, revoked);
           // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
           this.tasks.release(owned, revoked);

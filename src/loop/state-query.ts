@@ -13,7 +13,8 @@ export type { StateRead };
 
 /** What the admin server asks a loop. `stage` is 0-based here (the HTTP routes are 1-based). */
 export type StateQuery =
-  | { kind: "read"; stage: number; group: unknown[] }
+  /** `retired`: also the state of partitions let go of lately (answers marked stale). */
+  | { kind: "read"; stage: number; group: unknown[]; retired?: boolean }
   | { kind: "groups"; stage: number }
   | { kind: "partitions"; stage: number };
 
@@ -23,10 +24,13 @@ export type StateAnswer =
   | { kind: "partitions"; partitions: Array<{ partition: number; position: number | null }> };
 
 /** Answers a query from a loop's operator tasks (none: a loop between sessions holds nothing). */
-export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery): StateAnswer {
+export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery, rebalancing = false): StateAnswer {
   switch (query.kind) {
-    case "read":
-      return { kind: "read", reads: tasks?.readState(query.stage, query.group) ?? [] };
+    case "read": {
+      const reads = tasks?.readState(query.stage, query.group, { retired: query.retired === true }) ?? [];
+      // Read while the group rebalances: the partition may be moving away.
+      return { kind: "read", reads: rebalancing ? reads.map((r) => ({ ...r, stale: true })) : reads };
+    }
     case "groups":
       return { kind: "groups", groups: tasks?.stateGroups(query.stage) ?? [] };
     case "partitions":

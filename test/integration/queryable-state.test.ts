@@ -143,4 +143,47 @@ describe("queryable state", () => {
     }
     expect(await a.exited).toBe(0);
   });
+
+  test("a read during a forced rebalance always gets an answer, marked stale while partitions move", async () => {
+    const name = uniqueName("query-move");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    const rows = Array.from({ length: GROUPS }, (_, i) => ({ g: `g${i}`, qty: 1, ts: T0 })).flatMap((r) => [r, r]);
+    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
+    const file = windowedCountPipeline(name, input, output, "g");
+    const env = { STREAM_SESSION_TIMEOUT_MS: "6000" };
+    const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "move-a" } });
+    let b: ReturnType<typeof startCli> | undefined;
+    try {
+      const adminA = await adminUrlOf(a);
+      const read = async (key: string) => {
+        const res = await fetch(`${adminA}/state/1/keys/${key}`);
+        return { status: res.status, body: (await res.json()) as Record<string, any> };
+      };
+      const keys = Array.from({ length: GROUPS }, (_, i) => `g${i}`);
+      await waitFor(async () => (await Promise.all(keys.map(read))).every((r) => r.status === 200 && r.body.windows[0].n === 2), 90_000, "every key counted by A alone");
+      // B joins: the group rebalances and half the partitions move to B, which restores them.
+      b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "move-b" } });
+      const adminB = await adminUrlOf(b);
+      const seen: Array<{ status: number; stale: boolean; owner: string; n: number }> = [];
+      const until = Date.now() + 60_000;
+      while (Date.now() < until) {
+        for (const r of await Promise.all(keys.map(read))) seen.push({ status: r.status, stale: r.body.stale === true, owner: r.body.owner?.admin, n: r.body.windows?.[0]?.n });
+        if (seen.some((s) => s.stale) && seen.slice(-GROUPS).every((s) => !s.stale) && seen.slice(-GROUPS).some((s) => s.owner === adminB)) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      // Never unanswerable, always the right count; stale while the partitions moved; B's keys from B in the end.
+      expect(seen.filter((s) => s.status !== 200)).toEqual([]);
+      expect(seen.filter((s) => s.n !== 2)).toEqual([]);
+      expect(seen.some((s) => s.stale)).toBe(true);
+      expect(seen.slice(-GROUPS).filter((s) => s.stale)).toEqual([]);
+      expect(new Set(seen.slice(-GROUPS).map((s) => s.owner))).toEqual(new Set([adminA, adminB]));
+    } finally {
+      a.child.kill("SIGTERM");
+      b?.child.kill("SIGTERM");
+    }
+    expect(await a.exited).toBe(0);
+    expect(await b!.exited).toBe(0);
+  });
 });
