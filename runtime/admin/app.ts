@@ -138,7 +138,9 @@ export function createAdminApp(options: AdminAppOptions): Hono {
   app.use("*", async (c, next) => {
     if (!token || open.has(c.req.path)) return next();
     const header = c.req.header("authorization") ?? "";
-    const given = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim() ?? (c.req.path === "/" ? c.req.query("token") : undefined);
+    // The page, and a state watch (an EventSource sends no headers), also take it as ?token=.
+    const inQuery = c.req.path === "/" || /^\/state\/[^/]+\/keys\/[^/]+\/watch$/.test(c.req.path);
+    const given = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim() ?? (inQuery ? c.req.query("token") : undefined);
     if (given && sameSecret(given, token)) return next();
     const how = c.req.path === "/" ? "the header Authorization: Bearer <STREAM_ADMIN_TOKEN>, or open /?token=<STREAM_ADMIN_TOKEN>" : "the header Authorization: Bearer <STREAM_ADMIN_TOKEN>";
     return json({ error: `${c.req.method} ${c.req.path} needs ${how}` }, 401, { "www-authenticate": 'Bearer realm="fv-streams admin"' });

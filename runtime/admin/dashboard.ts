@@ -45,6 +45,10 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
   #graph .st rect { fill: var(--panel); stroke: var(--dim); }
   #graph .edge { fill: none; stroke: var(--dim); stroke-width: 1.5; }
   #graph .sub { fill: var(--dim); }
+  #state-form { display: flex; flex-wrap: wrap; gap: 8px; margin-bottom: 8px; }
+  #state-form input, #state-form select, #state-form button { font: inherit; color: var(--text); background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 4px 8px; }
+  #state-key { min-width: 240px; }
+  #state-value { margin: 8px 0 0; padding: 8px; background: var(--bg); border-radius: 6px; overflow-x: auto; font-size: 12px; }
 </style>
 </head>
 <body>
@@ -73,6 +77,11 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
   <section class="two">
     <div class="panel"><h2>Partitions</h2><table><thead><tr><th>topic</th><th class="n">partition</th><th class="n">offset</th><th class="n">lag</th><th class="n">state</th><th></th></tr></thead><tbody id="partitions"></tbody></table></div>
     <div class="panel"><h2>Poison by reason</h2><table><thead><tr><th>reason</th><th class="n">rows</th></tr></thead><tbody id="reasons"></tbody></table></div>
+  </section>
+  <section class="panel" id="state-panel" hidden><h2>State</h2>
+    <form id="state-form"><select id="state-stage" aria-label="stage"></select><input id="state-key" aria-label="key" placeholder="key: AAPL, 42, or [&quot;AAPL&quot;,&quot;XNAS&quot;]"><button type="submit">watch</button></form>
+    <div id="state-meta" class="dim"></div>
+    <pre id="state-value"></pre>
   </section>
 </main>
 <script>
@@ -222,6 +231,8 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
   }
 
   function render(status) {
+    // The state panel's stages, once the stream runs (before, /state has nothing to say).
+    if (status.record && status.record.status === "RUNNING" && !loadStages.asked) { loadStages.asked = true; loadStages(); }
     var r = status.record || {}, m = r.metrics || {};
     document.title = (r.pipeline || "fv-streams") + " · " + (r.status || "?");
     $("title").textContent = r.pipeline || "fv-streams";
@@ -283,6 +294,41 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
       .then(function () { setTimeout(poll, 1000); });
   }
   poll();
+
+  // The state panel: the stateful stages from /state; a key is followed through its watch stream
+  // (EventSource sends no headers: the token goes as ?token=).
+  var watching;
+  function loadStages() {
+    fetch("state", { cache: "no-store", headers: token ? { authorization: "Bearer " + token } : {} })
+      .then(function (res) { if (!res.ok) throw new Error("HTTP " + res.status); return res.json(); })
+      .then(function (state) {
+        var select = $("state-stage");
+        clear(select);
+        (state.stages || []).filter(function (s) { return s.queryable; }).forEach(function (s) {
+          var option = el("option", "stage " + s.stage + " · " + s.op + (s.keyColumns.length ? " by " + s.keyColumns.join(", ") : ""));
+          option.value = String(s.stage);
+          select.appendChild(option);
+        });
+        $("state-panel").hidden = select.options.length === 0;
+      })
+      .catch(function () { loadStages.asked = false; });
+  }
+  $("state-form").addEventListener("submit", function (event) {
+    event.preventDefault();
+    if (watching) watching.close();
+    var key = $("state-key").value.trim();
+    if (!key) return;
+    $("state-meta").textContent = "watching…";
+    $("state-value").textContent = "";
+    watching = new EventSource("state/" + $("state-stage").value + "/keys/" + encodeURIComponent(key) + "/watch" + (token ? "?token=" + encodeURIComponent(token) : ""));
+    watching.addEventListener("value", function (e) {
+      var answer = JSON.parse(e.data);
+      $("state-meta").textContent = "partition " + answer.partition + " · position " + answer.position + " · from " + (answer.owner && answer.owner.admin) + (answer.stale ? " · stale" : "") + " · " + new Date().toLocaleTimeString();
+      $("state-value").textContent = JSON.stringify(answer.windows !== undefined ? answer.windows : answer.value, null, 2);
+    });
+    watching.addEventListener("missing", function () { $("state-meta").textContent = "no state for this key (yet)"; $("state-value").textContent = ""; });
+    watching.addEventListener("error", function () { $("state-meta").textContent = "the watch stream broke; retrying"; });
+  });
 })();
 </script>
 </body>

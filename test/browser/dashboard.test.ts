@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { type Browser, chromium } from "playwright-core";
 import { adminUrlOf, BUN, type CliRun, lastRecord, ROOT, startCli, waitFor } from "../helpers/cli.ts";
 import { createTopic, produce, uniqueName } from "../helpers/kafka.ts";
-import { pipelineFile } from "../helpers/pipelines.ts";
+import { pipelineFile, windowedCountPipeline } from "../helpers/pipelines.ts";
 
 const ARTIFACTS = join(ROOT, "test/artifacts");
 let browser: Browser | undefined;
@@ -138,4 +138,44 @@ describe("the admin dashboard", () => {
       await demo.exited;
     }
   }, 120_000);
+
+  test("the state panel: pick a stage, type a key, and see its value update live", async () => {
+    const name = uniqueName("dashboard-state");
+    const input = `${name}-in`;
+    await createTopic(input, 2);
+    const T0 = Date.UTC(2026, 0, 1);
+    const at = (n: number) => ({ topic: input, key: `m${n}`, value: JSON.stringify({ g: "ACME", qty: 1, ts: T0 + n }) });
+    await produce([0, 1, 2].map(at));
+    const stateRun = startCli(["run", windowedCountPipeline(name, input, `${name}-out`, "g")]);
+    const admin = await adminUrlOf(stateRun);
+    const page = await browser!.newPage({ viewport: { width: 1280, height: 1100 } });
+    const problems: string[] = [];
+    page.on("console", (message) => void (message.type() === "error" && problems.push(message.text())));
+    page.on("pageerror", (error) => void problems.push(error.message));
+    const shownCount = () => page.evaluate(() => {
+      const text = document.getElementById("state-value")?.textContent ?? "";
+      return text ? (JSON.parse(text) as Array<{ n: number }>)[0]?.n ?? null : null;
+    });
+    try {
+      await page.goto(`${admin}/`);
+      await page.waitForSelector("#state-panel:not([hidden])", { timeout: 20_000 });
+      expect(await page.textContent("#state-stage")).toBe("stage 1 · windowedAggregate by g");
+      await page.selectOption("#state-stage", "1");
+      await page.fill("#state-key", "ACME");
+      await page.click("#state-form button");
+      await page.waitForFunction(() => (document.getElementById("state-value")?.textContent ?? "").includes('"n": 3'), undefined, { timeout: 30_000 });
+      // A new row for the key: the panel shows the new count without another click.
+      await produce([at(3)]);
+      await page.waitForFunction(() => (document.getElementById("state-value")?.textContent ?? "").includes('"n": 4'), undefined, { timeout: 30_000 });
+      expect(await shownCount()).toBe(4);
+      expect(await page.textContent("#state-meta")).toContain(`from ${admin}`);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: join(ARTIFACTS, "dashboard-state.png"), fullPage: true });
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      stateRun.child.kill("SIGTERM");
+    }
+    expect(await stateRun.exited).toBe(0);
+  }, 90_000);
 });

@@ -29,6 +29,14 @@ class FakeNode {
   setAttribute(name: string, value: string) {
     this.attributes[name] = value;
   }
+  value = "";
+  listeners: Record<string, Array<(event: unknown) => void>> = {};
+  addEventListener(type: string, listener: (event: unknown) => void) {
+    (this.listeners[type] ??= []).push(listener);
+  }
+  get options(): FakeNode[] {
+    return this.children;
+  }
   /** Every text below this node, depth first. */
   texts(): string[] {
     return [this.textContent, ...this.children.flatMap((c) => c.texts())].filter(Boolean);
@@ -38,7 +46,26 @@ class FakeNode {
   }
 }
 
-function runDashboard(responses: Array<() => Promise<unknown>>, search = "") {
+/** An EventSource as the page opens one: its URL, and the listeners a test fires events at. */
+class FakeEventSource {
+  static opened: FakeEventSource[] = [];
+  listeners: Record<string, Array<(event: { data: string }) => void>> = {};
+  closed = false;
+  constructor(readonly url: string) {
+    FakeEventSource.opened.push(this);
+  }
+  addEventListener(type: string, listener: (event: { data: string }) => void) {
+    (this.listeners[type] ??= []).push(listener);
+  }
+  fire(type: string, data: unknown) {
+    for (const l of this.listeners[type] ?? []) l({ data: JSON.stringify(data) });
+  }
+  close() {
+    this.closed = true;
+  }
+}
+
+function runDashboard(responses: Array<() => Promise<unknown>>, search = "", state: unknown = { stages: [] }) {
   const script = /<script>([\s\S]*)<\/script>/.exec(DASHBOARD_HTML)![1]!;
   const byId = new Map<string, FakeNode>();
   const document = {
@@ -50,9 +77,14 @@ function runDashboard(responses: Array<() => Promise<unknown>>, search = "") {
   const timers: Array<() => void> = [];
   let call = 0;
   const requests: Array<{ url: string; init: RequestInit }> = [];
-  const fetch = (url: string, init: RequestInit) => (requests.push({ url, init }), responses[Math.min(call++, responses.length - 1)]!());
-  new Function("document", "fetch", "setTimeout", "location", script)(document, fetch, (fn: () => void) => timers.push(fn), { search });
-  return { byId, document, timers, requests };
+  const stateRequests: Array<{ url: string; init: RequestInit }> = [];
+  const fetch = (url: string, init: RequestInit) =>
+    url === "state"
+      ? (stateRequests.push({ url, init }), Promise.resolve({ ok: true, status: 200, json: async () => state }))
+      : (requests.push({ url, init }), responses[Math.min(call++, responses.length - 1)]!());
+  FakeEventSource.opened = [];
+  new Function("document", "fetch", "setTimeout", "location", "EventSource", script)(document, fetch, (fn: () => void) => timers.push(fn), { search }, FakeEventSource);
+  return { byId, document, timers, requests, stateRequests };
 }
 
 const flush = () => new Promise((r) => setTimeout(r, 10));
@@ -119,4 +151,44 @@ test("opened as /?token=…, the dashboard sends the token as a bearer token on 
   const plain = runDashboard([ok]);
   await flush();
   expect(plain.requests[0]!.init.headers).toEqual({});
+});
+
+test("the state panel lists the readable stages, follows a key through its watch stream, and shows each value", async () => {
+  const ok = async () => ({ ok: true, status: 200, json: async () => STATUS });
+  const state = {
+    stages: [
+      { stage: 1, op: "windowedAggregate", keyColumns: ["sym"], queryable: true },
+      { stage: 2, op: "streamJoin", keyColumns: ["id"], queryable: false },
+    ],
+  };
+  const { document, stateRequests } = runDashboard([ok], "?token=s3cret", state);
+  // Every element by id, made on first use (the page's script did not touch the key input yet).
+  const byId = { get: (id: string) => document.getElementById(id) as FakeNode | undefined };
+  await flush();
+  expect(stateRequests[0]!.init.headers).toEqual({ authorization: "Bearer s3cret" });
+  expect(byId.get("state-panel")!.hidden).toBe(false);
+  expect(byId.get("state-stage")!.children.map((o) => [o.value, o.textContent])).toEqual([["1", "stage 1 · windowedAggregate by sym"]]);
+  byId.get("state-stage")!.value = "1";
+  byId.get("state-key")!.value = " AAPL ";
+  for (const submit of byId.get("state-form")!.listeners.submit!) submit({ preventDefault: () => {} });
+  const watch = FakeEventSource.opened[0]!;
+  expect(watch.url).toBe("state/1/keys/AAPL/watch?token=s3cret");
+  watch.fire("value", { windows: [{ windowStart: 0, windowEnd: 60000, sym: "AAPL", n: 3 }], partition: 2, position: 41, owner: { admin: "http://b:8686" }, stale: false });
+  expect(JSON.parse(byId.get("state-value")!.textContent)).toEqual([{ windowStart: 0, windowEnd: 60000, sym: "AAPL", n: 3 }]);
+  expect(byId.get("state-meta")!.textContent).toContain("partition 2 · position 41 · from http://b:8686");
+  watch.fire("value", { value: { sym: "AAPL", last: [1, 2] }, partition: 2, position: 42, owner: { admin: "http://b:8686" }, stale: true });
+  expect(JSON.parse(byId.get("state-value")!.textContent)).toEqual({ sym: "AAPL", last: [1, 2] });
+  expect(byId.get("state-meta")!.textContent).toContain("stale");
+  // Another key: the first stream is closed.
+  byId.get("state-key")!.value = "MSFT";
+  for (const submit of byId.get("state-form")!.listeners.submit!) submit({ preventDefault: () => {} });
+  expect(watch.closed).toBe(true);
+  expect(FakeEventSource.opened[1]!.url).toBe("state/1/keys/MSFT/watch?token=s3cret");
+});
+
+test("a pipeline without readable state shows no state panel", async () => {
+  const ok = async () => ({ ok: true, status: 200, json: async () => STATUS });
+  const { byId } = runDashboard([ok]);
+  await flush();
+  expect(byId.get("state-panel")!.hidden).toBe(true);
 });

@@ -49,7 +49,7 @@ function setup(token?: string) {
     const res = await app.request(path, { headers });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
-  return { get };
+  return { get, app };
 }
 
 describe("GET /state", () => {
@@ -131,5 +131,16 @@ describe("GET /state", () => {
     expect((await guarded.get("/state")).status).toBe(401);
     expect((await guarded.get("/state/1/keys/A")).status).toBe(401);
     expect((await guarded.get("/state/1/keys/A", { authorization: "Bearer s3cret" })).status).toBe(200);
+    // An EventSource sends no headers: a watch (and only a watch) takes the token as ?token=.
+    expect((await guarded.get("/state/1/keys/A?token=s3cret")).status).toBe(401);
+    const watch = await guarded.app.request("/state/1/keys/A/watch?token=s3cret");
+    expect(watch.status).toBe(200);
+    expect(watch.headers.get("content-type")).toContain("text/event-stream");
+    const reader = watch.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let first = "";
+    while (!first.includes("\n\n")) first += (await reader.read()).value ?? "";
+    await reader.cancel();
+    expect(first).toContain("event: value");
+    expect(JSON.parse(first.split("\n").find((l) => l.startsWith("data:"))!.slice(5)).windows).toEqual([{ windowStart: 0, windowEnd: 10, sym: "A", count: 2 }, { windowStart: 10, windowEnd: 20, sym: "A", count: 1 }]);
   });
 });
