@@ -289,17 +289,36 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
     return streamSSE(c, async (stream) => {
       let last: string | undefined;
       let id = 0;
-      while (!stream.aborted && !stream.closed) {
-        const { status, body } = await lookup(c, options.state() ?? state, stage, key, pathKey, ks, readPath);
+      const send = async (status: number, body: Record<string, unknown>) => {
         delete body.read;
-        const value = status === 200 ? { windows: body.windows, value: body.value } : { status };
         // Provenance moves with every batch; an event goes out when the value itself changed.
-        const text = JSON.stringify(value);
-        if (text !== last) {
-          last = text;
-          await stream.writeSSE({ event: status === 200 ? "value" : status === 404 ? "missing" : "error", id: String(id++), data: JSON.stringify(status === 200 ? body : { ...body, status }) });
+        const text = JSON.stringify(status === 200 ? { windows: body.windows, value: body.value } : { status });
+        if (text === last) return;
+        last = text;
+        await stream.writeSSE({ event: status === 200 ? "value" : status === 404 ? "missing" : "error", id: String(id++), data: JSON.stringify(status === 200 ? body : { ...body, status }) });
+      };
+      // Each change a row makes to the key in this process, as it happens, in order.
+      const pushed: Array<{ group: unknown[]; read: StateRead }> = [];
+      let wake: (() => void) | undefined;
+      const groups = ks.length === 0 && stage.keyColumns.length === 1 && typeof key[0] !== "string" ? [key, [pathKey]] : [key];
+      const ends = groups.map((group) => state.watch(stage.stage - 1, group, (read) => {
+        pushed.push({ group, read });
+        wake?.();
+      }));
+      try {
+        while (!stream.aborted && !stream.closed) {
+          while (pushed.length > 0) {
+            const { group, read } = pushed.shift()!;
+            await send(200, { stage: stage.stage, key: keyObject(stage, group), ...valueBody(stage, read.rows), owner: owner(), partition: read.partition, position: read.position, standby: false, stale: false });
+          }
+          // A look too: what no row here changed (a window that closed, a key held elsewhere or moving).
+          const { status, body } = await lookup(c, options.state() ?? state, stage, key, pathKey, ks, readPath);
+          if (pushed.length === 0) await send(status, body);
+          await Promise.race([stream.sleep(interval), new Promise<void>((resolve) => (wake = resolve))]);
+          wake = undefined;
         }
-        await stream.sleep(interval);
+      } finally {
+        for (const end of ends) end();
       }
     });
   }));

@@ -12,7 +12,7 @@ import { emptyCounters, type LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import { type LoopPlan, memberNameOf, stateTopicOf } from "./plan.ts";
 import { DepartedOwners } from "./departed-owners.ts";
-import { answerQuery, type StateAnswer, type StateQuery } from "./state-query.ts";
+import { answerQuery, type StateAnswer, type StateQuery, StateWatches } from "./state-query.ts";
 import type { UpstreamHop } from "./repartition.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
 import { Session } from "./session.ts";
@@ -126,6 +126,9 @@ export class ConsumerLoop {
     return this.#session ? this.#watchdog.owned(this.#session) : [];
   }
 
+  /** Keys being watched (queryable state): each change a row makes to one is handed to its listeners. */
+  watches = new StateWatches();
+
   /** Queryable state: what this loop's stateful tasks hold (nothing between sessions). */
   queryState(query: StateQuery): StateAnswer {
     return answerQuery(this.#session?.tasks, query, this.#session?.rebalancing ?? false);
@@ -225,6 +228,7 @@ export class ConsumerLoop {
       log: this.#log,
       timings: this.#timings,
     });
+    session.tasks.watches = this.watches;
     this.#watchdog.opened();
     return session;
   }

@@ -5,7 +5,7 @@
 import { loadKafkaClient } from "../kafka/clients.ts";
 import { ConsumerLoop } from "./consumer-loop.ts";
 import { closeStoresOfThisThread } from "../state/local-store.ts";
-import { answerQuery } from "./state-query.ts";
+import { answerQuery, StateWatches } from "./state-query.ts";
 import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
@@ -16,6 +16,9 @@ const REPORT_INTERVAL_MS = 250;
 // deno-lint-ignore no-explicit-any
 const scope = globalThis as any;
 let loop: ConsumerLoop | undefined;
+// Watches may start before the loop does: the loop takes these.
+const watches = new StateWatches();
+const unwatch = new Map<number, () => void>();
 
 const post = (report: WorkerReport) => scope.postMessage(report);
 const log: Logger = (level, message, context) => post({ type: "log", level, message, context });
@@ -24,6 +27,15 @@ scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
   const message = event.data;
   if (message.type === "stop") {
     loop?.stop();
+    return;
+  }
+  if (message.type === "watch") {
+    unwatch.set(message.id, watches.add(message.id, message.stage, message.group, (read) => post({ type: "watched", id: message.id, read })));
+    return;
+  }
+  if (message.type === "unwatch") {
+    unwatch.get(message.id)?.();
+    unwatch.delete(message.id);
     return;
   }
   if (message.type === "query") {
@@ -35,6 +47,7 @@ scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
   try {
     const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
     loop = new ConsumerLoop(plan, client, log);
+    loop.watches = watches;
     const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), standbys: loop!.standbys(), metrics: loop!.metrics.snapshot() }), REPORT_INTERVAL_MS);
     const state = await loop.run();
     clearInterval(timer);

@@ -8,7 +8,7 @@ import type { Logger } from "../logger.ts";
 import type { LoopPlan } from "./plan.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
 import type { WorkerMessage, WorkerReport } from "./worker-protocol.ts";
-import { answerQuery, type StateAnswer, type StateQuery } from "./state-query.ts";
+import { answerQuery, type StateAnswer, type StateQuery, type StateRead } from "./state-query.ts";
 
 /** A running consumer loop, in this thread or in a Worker; the stream sees both alike. */
 export interface LoopHandle {
@@ -21,8 +21,12 @@ export interface LoopHandle {
   stop(): void;
   /** Queryable state: what the loop's stateful tasks hold. */
   query(query: StateQuery): Promise<StateAnswer>;
+  /** Hears each change a row makes to one key (stage index 0-based); returns the end. */
+  watch(stage: number, group: unknown[], listener: (read: StateRead) => void): () => void;
   readonly done: Promise<{ state: LoopState; error?: string }>;
 }
+
+let nextWatch = 0;
 
 /** Runs the loop in this thread (one consumer: no Worker needed). */
 export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHandle> {
@@ -36,6 +40,7 @@ export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHand
     metrics: () => loop.metrics.snapshot(),
     stop: () => loop.stop(),
     query: (query) => Promise.resolve(loop.queryState(query)),
+    watch: (stage, group, listener) => loop.watches.add(nextWatch++, stage, group, listener),
     done,
   };
 }
@@ -67,6 +72,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   const asked = new Map<number, { query: StateQuery; answer: (answer: StateAnswer) => void }>();
   let nextQuery = 0;
   let finished = false;
+  const watchers = new Map<number, (read: StateRead) => void>();
   const done = new Promise<{ state: LoopState; error?: string }>((resolve) => {
     worker.onmessage = (event: MessageEvent<WorkerReport>) => {
       const report = event.data;
@@ -75,6 +81,8 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
         owned = report.owned;
         standbys = report.standbys;
         metrics = report.metrics;
+      } else if (report.type === "watched") {
+        watchers.get(report.id)?.(report.read);
       } else if (report.type === "answer") {
         asked.get(report.id)?.answer(report.answer);
         asked.delete(report.id);
@@ -113,6 +121,15 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
         asked.set(id, { query, answer });
         worker.postMessage({ type: "query", id, query } satisfies WorkerMessage);
       });
+    },
+    watch: (stage, group, listener) => {
+      const id = nextWatch++;
+      watchers.set(id, listener);
+      if (!finished) worker.postMessage({ type: "watch", id, stage, group } satisfies WorkerMessage);
+      return () => {
+        watchers.delete(id);
+        if (!finished) worker.postMessage({ type: "unwatch", id } satisfies WorkerMessage);
+      };
     },
     done,
   };

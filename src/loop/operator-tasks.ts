@@ -1,6 +1,7 @@
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
+import { type StateWatches, watchKeyOf } from "./state-query.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
 import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
@@ -463,6 +464,7 @@ export class OperatorTasks {
     const time = eventTimeOf(row, compiled.timeColumn);
     const out = task.op.process(row, time, input);
     task.covered.set(coverKey, next);
+    if (this.watches?.watches(task.stage.index)) this.#tellWatchers(task, compiled.keyColumns, row);
     task.offsetsDirty = true;
     if ((task.eventTimes.get(record.topic) ?? -Infinity) < time) task.eventTimes.set(record.topic, time);
     const seen = this.#eventTimesOf(task.stage).get(record);
@@ -470,6 +472,17 @@ export class OperatorTasks {
     else seen.seenAt = Date.now();
     this.counters.late += out.late.length;
     return { rows: out.rows, late: out.late, skipped: false };
+  }
+
+  /** Keys being watched (the loop's, across sessions): each change a row makes goes to their listeners. */
+  watches: StateWatches | undefined;
+
+  #tellWatchers(task: Task, keyColumns: readonly string[], row: Row): void {
+    const group = keyColumns.map((c) => row[c] ?? null);
+    const listeners = this.watches!.listeners(task.stage.index, watchKeyOf(group));
+    if (!listeners || !task.op.read) return;
+    const read: StateRead = { partition: task.partition, rows: task.op.read(group), position: this.#positionOf(task) };
+    for (const listener of listeners) listener(read);
   }
 
   /**

@@ -38,6 +38,41 @@ export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery,
   }
 }
 
+/** The identity of a group key in watches: its values' JSON. */
+export const watchKeyOf = (group: readonly unknown[]) => JSON.stringify(group);
+
+/**
+ * Keys being watched in one consumer loop (kept across its sessions): after each row that
+ * changes a watched key, the operator tasks hand its new value to the watch's listener, so a
+ * watcher sees every change a row makes, in order.
+ */
+export class StateWatches {
+  readonly #byStage = new Map<number, Map<string, Map<number, (read: StateRead) => void>>>();
+
+  /** Starts a watch of `group` at stage index `stage`; returns its end. */
+  add(id: number, stage: number, group: readonly unknown[], listener: (read: StateRead) => void): () => void {
+    const byKey = this.#byStage.get(stage) ?? this.#byStage.set(stage, new Map()).get(stage)!;
+    const key = watchKeyOf(group);
+    const listeners = byKey.get(key) ?? byKey.set(key, new Map()).get(key)!;
+    listeners.set(id, listener);
+    return () => {
+      listeners.delete(id);
+      if (listeners.size === 0) byKey.delete(key);
+      if (byKey.size === 0) this.#byStage.delete(stage);
+    };
+  }
+
+  /** Whether any key of this stage is watched (the row path checks nothing else when not). */
+  watches(stage: number): boolean {
+    return this.#byStage.has(stage);
+  }
+
+  /** The listeners of one key, if it is watched. */
+  listeners(stage: number, key: string): Iterable<(read: StateRead) => void> | undefined {
+    return this.#byStage.get(stage)?.get(key)?.values();
+  }
+}
+
 /** A stateful stage, as GET /state lists it. */
 export interface StateStage {
   /** 1-based, as in the routes. */
@@ -88,6 +123,8 @@ export function inRange(rows: Row[], from: number | undefined, to: number | unde
 /** The state of every loop of this process, for the admin server. */
 export interface LocalState {
   readonly stages: StateStage[];
+  /** Hears each change a row makes to one key (stage index 0-based), from whichever loop holds it; returns the end. */
+  watch(stage: number, group: unknown[], listener: (read: StateRead) => void): () => void;
   /** The pipeline's other processes, where a key this process does not hold may be. */
   peers(): Promise<Peer[]>;
   /** Asks every loop; the answers of the ones that hold something, merged. */
@@ -95,9 +132,17 @@ export interface LocalState {
 }
 
 /** A LocalState over loops that answer queries (run-stream's loop handles). */
-export function localState(stages: StateStage[], loops: () => ReadonlyArray<{ query(query: StateQuery): Promise<StateAnswer> }>, peers: () => Promise<Peer[]> = () => Promise.resolve([])): LocalState {
+export function localState(
+  stages: StateStage[],
+  loops: () => ReadonlyArray<{ query(query: StateQuery): Promise<StateAnswer>; watch?(stage: number, group: unknown[], listener: (read: StateRead) => void): () => void }>,
+  peers: () => Promise<Peer[]> = () => Promise.resolve([]),
+): LocalState {
   return {
     stages,
+    watch: (stage, group, listener) => {
+      const ends = loops().map((loop) => loop.watch?.(stage, group, listener) ?? (() => {}));
+      return () => ends.forEach((end) => end());
+    },
     peers,
     ask: async <K extends StateQuery["kind"]>(query: StateQuery & { kind: K }) =>
       (await Promise.all(loops().map((loop) => loop.query(query)))) as Array<StateAnswer & { kind: K }>,

@@ -85,9 +85,13 @@ describe("queryable state", () => {
         await produce([{ topic: input, key: `late-${k}`, value: JSON.stringify({ g: "g3", qty: 1, ts: T0 + 50_000 }) }]);
         await waitFor(() => events.length === k + 1, 30_000, `the watch's event for new row ${k}`);
       }
+      // A burst, all in one batch: still one event per change, in order.
+      await produce(Array.from({ length: 20 }, (_, k) => ({ topic: input, key: "burst", value: JSON.stringify({ g: "g3", qty: 1, ts: T0 + 50_000 }) })));
+      await waitFor(() => events.length === 24, 30_000, "an event for each row of the burst");
+      await new Promise((r) => setTimeout(r, 500));
       controller.abort();
       await watching;
-      expect(events).toEqual([4, 5, 6, 7]);
+      expect(events).toEqual(Array.from({ length: 24 }, (_, k) => 4 + k));
       expect(lastRecord(run.records)?.status).toBe("RUNNING");
     } finally {
       run.child.kill("SIGTERM");
