@@ -108,16 +108,17 @@ function valueBody(stage: StateStage, rows: Row[]): Record<string, unknown> {
 }
 
 /**
- * Reads a key here (`retired`: also from partitions this process let go of lately); a plain-text
- * key that reads nothing is tried as the string it was written as.
+ * Reads a key here: from the tasks this process holds, or (`from`) also those it let go of lately,
+ * or only its standby copies. A plain-text key that reads nothing is tried as the string it was
+ * written as.
  */
-async function readKey(state: LocalState, stage: StateStage, key: unknown[], pathKey: string, fromK: boolean, retired = false): Promise<{ key: unknown[]; read: StateRead } | undefined> {
+async function readKey(state: LocalState, stage: StateStage, key: unknown[], pathKey: string, fromK: boolean, from: "held" | "retired" | "standby" = "held"): Promise<{ key: unknown[]; read: StateRead } | undefined> {
   const candidates = [key];
   if (!fromK && stage.keyColumns.length === 1 && typeof key[0] !== "string") candidates.push([pathKey]);
   for (const candidate of candidates) {
-    const answers = await state.ask({ kind: "read", stage: stage.stage - 1, group: candidate, ...(retired ? { retired } : {}) });
+    const answers = await state.ask({ kind: "read", stage: stage.stage - 1, group: candidate, ...(from === "retired" ? { retired: true } : from === "standby" ? { standby: true } : {}) });
     const reads = answers.flatMap((a) => a.reads);
-    const read = reads.find((r) => !r.stale) ?? reads[0];
+    const read = reads.find((r) => !r.stale) ?? reads.sort((a, b) => (a.lag ?? 0) - (b.lag ?? 0))[0];
     if (read) return { key: candidate, read };
   }
   return undefined;
@@ -125,18 +126,18 @@ async function readKey(state: LocalState, stage: StateStage, key: unknown[], pat
 
 /** Marks a request one process forwarded to another: it is answered from local state only (a hop limit of 1). */
 export const FORWARDED_HEADER = "x-fv-forwarded";
-/** On a forwarded read: the state of partitions the peer let go of lately may answer too (stale). */
-export const RETIRED_HEADER = "x-fv-retired";
+/** On a forwarded read: where the peer may answer from besides what it holds: `retired` or `standby` (stale). */
+export const FROM_HEADER = "x-fv-from";
 /** How long a peer has to answer a forwarded read. */
 const PEER_TIMEOUT_MS = 2_000;
 
 type PeerAnswer = { admin: string; status: number; body: Record<string, unknown> } | { admin: string; error: string };
 
 /** Asks every peer the same route (local state only there), with this request's token. */
-async function askPeers(c: Context, state: LocalState, path: string, retired = false): Promise<PeerAnswer[]> {
-  const peers = await state.peers();
+async function askPeers(c: Context, state: LocalState, path: string, from: "held" | "retired" | "standby" = "held", skip: ReadonlySet<string> = new Set()): Promise<PeerAnswer[]> {
+  const peers = (await state.peers()).filter((p) => !skip.has(p.admin));
   const authorization = c.req.header("authorization");
-  const headers: Record<string, string> = { [FORWARDED_HEADER]: "1", ...(retired ? { [RETIRED_HEADER]: "1" } : {}), ...(authorization ? { authorization } : {}) };
+  const headers: Record<string, string> = { [FORWARDED_HEADER]: "1", ...(from !== "held" ? { [FROM_HEADER]: from } : {}), ...(authorization ? { authorization } : {}) };
   return Promise.all(peers.map(async (peer): Promise<PeerAnswer> => {
     try {
       const res = await fetch(peer.admin + path, { headers, signal: AbortSignal.timeout(PEER_TIMEOUT_MS) });
@@ -177,31 +178,42 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
   const lookup = async (c: Context, state: LocalState, stage: StateStage, key: unknown[], pathKey: string, ks: string[], path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
     const answer = (found: { key: unknown[]; read: StateRead }) => ({
       status: 200,
-      body: { stage: stage.stage, key: keyObject(stage, found.key), ...valueBody(stage, found.read.rows), owner: owner(), partition: found.read.partition, position: found.read.position, standby: false, stale: found.read.stale === true, read: found.read },
+      body: {
+        stage: stage.stage, key: keyObject(stage, found.key), ...valueBody(stage, found.read.rows), owner: owner(), partition: found.read.partition, position: found.read.position,
+        standby: found.read.standby === true, ...(found.read.standby ? { lag: found.read.lag ?? null } : {}), stale: found.read.stale === true, read: found.read,
+      },
     });
     const missing = { status: 404, body: { error: `stage ${stage.stage} holds no state for key ${JSON.stringify(keyObject(stage, key))}${forwarded(c) ? " in this process" : " in any process of the pipeline"}`, stage: stage.stage, key: keyObject(stage, key), owner: owner() } };
-    const local = await readKey(state, stage, key, pathKey, ks.length > 0, forwarded(c) && c.req.header(RETIRED_HEADER) !== undefined);
+    const asked = c.req.header(FROM_HEADER);
+    const local = await readKey(state, stage, key, pathKey, ks.length > 0, forwarded(c) && (asked === "retired" || asked === "standby") ? asked : "held");
     if (local) return answer(local);
     if (forwarded(c)) return missing;
-    const unreachable = (answers: PeerAnswer[]) => {
-      const down = answers.filter((a) => "error" in a || a.status >= 500);
-      if (down.length === 0) return undefined;
+    const found = (answers: PeerAnswer[]) => answers.find((a) => "status" in a && (a.status === 200 || a.status === 409)) as { status: number; body: Record<string, unknown> } | undefined;
+    // 1. The process that holds the key now.
+    const held = await askPeers(c, state, path);
+    const hit = found(held);
+    if (hit) return { status: hit.status, body: hit.body };
+    const down = held.filter((a) => "error" in a || a.status >= 500);
+    const gone = new Set(down.map((a) => a.admin));
+    // 2. Nobody holds it now: its partition is moving, and the process that let go of it answers,
+    //    stale. Not when a process did not answer: it may hold the key, and a copy let go of
+    //    before it took the key over would be older than what it holds.
+    if (down.length === 0) {
+      const mine = await readKey(state, stage, key, pathKey, ks.length > 0, "retired");
+      if (mine) return answer(mine);
+      const old = found(await askPeers(c, state, path, "retired"));
+      if (old) return { status: old.status, body: old.body };
+    }
+    // 3. A standby copy (STREAM_STANDBY_REPLICAS), kept up to date from the changelog: stale, with its lag.
+    const copy = await readKey(state, stage, key, pathKey, ks.length > 0, "standby");
+    if (copy) return answer(copy);
+    const remote = found(await askPeers(c, state, path, "standby", gone));
+    if (remote) return { status: remote.status, body: remote.body };
+    // 4. A process that did not answer may hold it: say which.
+    if (down.length > 0) {
       const why = down.map((a) => `${a.admin} (${"error" in a ? a.error : `HTTP ${a.status}`})`).join(", ");
       return { status: 503, body: { error: `key ${JSON.stringify(keyObject(stage, key))} is not held here, and these processes of the pipeline did not answer: ${why}`, unreachable: down.map((a) => a.admin) } };
-    };
-    // 1. The process that holds the key now. A process that does not answer may be the one:
-    //    503 naming it, rather than an old value.
-    const answers = await askPeers(c, state, path);
-    const hit = answers.find((a) => "status" in a && (a.status === 200 || a.status === 409));
-    if (hit && "status" in hit) return { status: hit.status, body: hit.body };
-    const down = unreachable(answers);
-    if (down) return down;
-    // 2. Nobody holds it now: its partition is moving. The process that let go of it answers, stale.
-    const mine = await readKey(state, stage, key, pathKey, ks.length > 0, true);
-    if (mine) return answer(mine);
-    const retired = await askPeers(c, state, path, true);
-    const old = retired.find((a) => "status" in a && a.status === 200);
-    if (old && "status" in old) return { status: 200, body: old.body };
+    }
     return missing;
   };
 

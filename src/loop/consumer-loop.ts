@@ -131,7 +131,7 @@ export class ConsumerLoop {
 
   /** Queryable state: what this loop's stateful tasks hold (nothing between sessions). */
   queryState(query: StateQuery): StateAnswer {
-    return answerQuery(this.#session?.tasks, query, this.#session?.rebalancing ?? false);
+    return answerQuery(this.#session?.tasks, query, this.#session?.rebalancing ?? false, this.#session?.standbys);
   }
 
   /** The standby copies this loop keeps (STREAM_STANDBY_REPLICAS), with their lag. */

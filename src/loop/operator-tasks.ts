@@ -32,8 +32,11 @@ export interface StateRead {
   rows: Row[];
   /** The next input offset of the partition folded into the state; null before any. */
   position: number | null;
-  /** The state of a partition this loop let go of in a rebalance (or read while one runs). */
+  /** The state of a partition this loop let go of in a rebalance (or read while one runs), or of a standby copy. */
   stale?: boolean;
+  /** Read from a standby copy (STREAM_STANDBY_REPLICAS), `lag` changelog records behind. */
+  standby?: boolean;
+  lag?: number;
 }
 
 /** One partition's restore under way, for /status and the log. */

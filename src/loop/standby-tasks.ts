@@ -14,6 +14,7 @@ import { standbyPartitions } from "../kafka/assignment.ts";
 import { PairMap } from "../kafka/topic-partition.ts";
 import type { Logger } from "../logger.ts";
 import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
+import type { StateRead } from "./operator-tasks.ts";
 
 export interface StandbyOptions {
   groupId: string;
@@ -43,6 +44,11 @@ interface Standby {
   stage: CompiledStage;
   store: LocalStateStore;
   lag: number;
+}
+
+/** A group key's JSON text, as operators end their state keys with it (src/ops/group-key.ts). */
+function groupText(group: readonly unknown[]): string {
+  return group.length === 0 ? "" : group.length === 1 ? JSON.stringify(group[0] ?? null) : JSON.stringify(group);
 }
 
 /** How often the group's members are looked up again (an assignment of others changes ours too). */
@@ -91,6 +97,28 @@ export class StandbyTasks {
     if (!standby) return;
     this.#standbys.delete(stage, partition);
     await standby.store.close();
+  }
+
+  /**
+   * Queryable state from the standby copies of stage `stageIndex`: the entries of one group key
+   * (each operator's state keys end with the key's JSON text), restored into a fresh operator and
+   * read. Committed state, as far as the copy has read the changelog (`lag` records behind).
+   */
+  readState(stageIndex: number, group: readonly unknown[]): StateRead[] {
+    const out: StateRead[] = [];
+    for (const [stage, partition, standby] of this.#standbys.entries()) {
+      const operator = standby.stage.operator;
+      if (stage !== stageIndex || !operator || !standby.store.isOpen) continue;
+      const suffix = `:${groupText(group)}`;
+      const entries = [...standby.store.entries()].filter((e) => e.key === "meta" || e.key.endsWith(suffix));
+      if (entries.length === 0) continue;
+      const op = operator.compiled.create();
+      if (!op.read) continue;
+      op.restore(entries, { unique: true });
+      const rows = op.read(group);
+      if (rows.length > 0) out.push({ partition, rows, position: null, stale: true, standby: true, lag: standby.lag });
+    }
+    return out;
   }
 
   list(): StandbyPartition[] {

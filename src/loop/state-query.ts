@@ -8,13 +8,17 @@ import type { Row } from "../expr/index.ts";
 import type { CompiledTopology } from "../topology/compile-topology.ts";
 import type { OperatorTasks, StateRead } from "./operator-tasks.ts";
 import type { Peer } from "./members-directory.ts";
+import type { StandbyTasks } from "./standby-tasks.ts";
 
 export type { StateRead };
 
 /** What the admin server asks a loop. `stage` is 0-based here (the HTTP routes are 1-based). */
 export type StateQuery =
-  /** `retired`: also the state of partitions let go of lately (answers marked stale). */
-  | { kind: "read"; stage: number; group: unknown[]; retired?: boolean }
+  /**
+   * `retired`: also the state of partitions let go of lately; `standby`: only the standby copies
+   * (answers marked stale).
+   */
+  | { kind: "read"; stage: number; group: unknown[]; retired?: boolean; standby?: boolean }
   | { kind: "groups"; stage: number }
   | { kind: "partitions"; stage: number };
 
@@ -24,9 +28,10 @@ export type StateAnswer =
   | { kind: "partitions"; partitions: Array<{ partition: number; position: number | null }> };
 
 /** Answers a query from a loop's operator tasks (none: a loop between sessions holds nothing). */
-export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery, rebalancing = false): StateAnswer {
+export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery, rebalancing = false, standbys?: StandbyTasks): StateAnswer {
   switch (query.kind) {
     case "read": {
+      if (query.standby) return { kind: "read", reads: standbys?.readState(query.stage, query.group) ?? [] };
       const reads = tasks?.readState(query.stage, query.group, { retired: query.retired === true }) ?? [];
       // Read while the group rebalances: the partition may be moving away.
       return { kind: "read", reads: rebalancing ? reads.map((r) => ({ ...r, stale: true })) : reads };

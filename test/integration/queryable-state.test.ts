@@ -4,6 +4,9 @@
  * watch that sees each change of a key in order.
  */
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { adminUrlOf, lastRecord, startCli, waitFor } from "../helpers/cli.ts";
 import { createTopic, produce, uniqueName } from "../helpers/kafka.ts";
 import { MINUTE, windowedCountPipeline } from "../helpers/pipelines.ts";
@@ -189,5 +192,51 @@ describe("queryable state", () => {
     }
     expect(await a.exited).toBe(0);
     expect(await b!.exited).toBe(0);
+  });
+
+  test("STREAM_STANDBY_REPLICAS=1: with the owner killed, its standby answers its keys, marked standby and stale, with the committed count", async () => {
+    const name = uniqueName("query-standby");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    const rows = Array.from({ length: GROUPS }, (_, i) => Array.from({ length: 3 }, () => ({ g: `g${i}`, qty: 1, ts: T0 }))).flat();
+    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
+    const file = windowedCountPipeline(name, input, output, "g");
+    const env = { STREAM_SESSION_TIMEOUT_MS: "6000", STREAM_STANDBY_REPLICAS: "1", STREAM_CHECKPOINT_INTERVAL_MS: "300" };
+    const dirs = [0, 1].map((i) => mkdtempSync(join(tmpdir(), `fv-query-standby-${i}-`)));
+    const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "standby-a", STREAM_STATE_DIR: dirs[0]! } });
+    const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "standby-b", STREAM_STATE_DIR: dirs[1]! } });
+    try {
+      const [adminA, adminB] = await Promise.all([adminUrlOf(a), adminUrlOf(b)]);
+      const get = async (admin: string, path: string) => {
+        const res = await fetch(admin + path);
+        return { status: res.status, body: (await res.json()) as Record<string, any> };
+      };
+      // Every key counted (read through A), and A keeps caught-up standby copies of B's partitions.
+      await waitFor(async () => {
+        const scan = await get(adminA, "/state/1/scan?limit=1000");
+        if (scan.status !== 200 || scan.body.items.reduce((sum: number, i: any) => sum + i.windows[0].n, 0) !== rows.length) return false;
+        const standbys = lastRecord(a.records)?.metrics?.standbyPartitions ?? [];
+        const ofB = (lastRecord(b.records)?.metrics?.partitions ?? []).filter((p) => !p.topic.startsWith("fv-")).map((p) => p.partition);
+        return ofB.length > 0 && ofB.every((p) => standbys.some((s) => s.partition === p && s.lag === 0));
+      }, 90_000, "every row counted and A's standby copies of B's partitions caught up");
+      const items = (await get(adminA, "/state/1/scan?limit=1000")).body.items as Array<Record<string, any>>;
+      const ofB = items.filter((i) => i.owner.admin === adminB).map((i) => i.key.g as string);
+      expect(ofB.length).toBeGreaterThan(0);
+      b.child.kill("SIGKILL");
+      await b.exited;
+      // Before the group moves B's partitions to A: A's standby copies answer B's keys.
+      for (const key of ofB) {
+        const { status, body } = await get(adminA, `/state/1/keys/${key}`);
+        expect(status).toBe(200);
+        expect({ standby: body.standby, stale: body.stale, lag: body.lag, windows: body.windows }).toEqual({ standby: true, stale: true, lag: 0, windows: [{ windowStart: T0, windowEnd: T0 + MINUTE, g: key, n: 3, qty: 3 }] });
+        expect(body.owner.admin).toBe(adminA);
+      }
+    } finally {
+      a.child.kill("SIGTERM");
+      b.child.kill("SIGKILL");
+    }
+    expect(await a.exited).toBe(0);
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 });
