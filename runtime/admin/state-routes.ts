@@ -168,7 +168,7 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
       throw error;
     }
   };
-  const owner = () => ({ process: options.self(), admin: options.self() });
+  const owner = () => ({ process: options.state()?.instance || options.self(), admin: options.self() });
   const forwarded = (c: Context) => c.req.header(FORWARDED_HEADER) !== undefined;
 
   /**
@@ -221,7 +221,8 @@ export function addStateRoutes(app: Hono, options: StateRoutesOptions): void {
     const stages = await Promise.all(state.stages.map(async (stage) => {
       const answers = await state.ask({ kind: "partitions", stage: stage.stage - 1 });
       const partitions = answers.flatMap((a) => a.partitions).sort((a, b) => a.partition - b.partition);
-      return { ...stage, partitions };
+      const standbys = answers.flatMap((a) => a.standbys).sort((a, b) => a.partition - b.partition);
+      return { ...stage, partitions, standbys };
     }));
     return json({ owner: owner(), peers: (await state.peers()).map((p) => p.admin), stages }, 200);
   }));

@@ -177,7 +177,7 @@ export async function runStream(
   handles = useWorkers ? plans.map((p) => startInWorker(p, log)) : await Promise.all(plans.map((p) => startInline(p, log)));
   log("info", `running ${handles.length} consumer(s)${useWorkers ? " in workers" : ""}`, { pipeline, group: groupIdOf(pipeline) });
   const directory = options.advertise ? await startDirectory(kafkaClient, settings, pipeline, settings.instanceId ?? instanceId, options.advertise, log) : undefined;
-  options.onState?.(localState(stateStages(plan.compiled), () => handles, () => directory?.peers() ?? Promise.resolve([])));
+  options.onState?.(localState(stateStages(plan.compiled), () => handles, () => directory?.peers() ?? Promise.resolve([]), settings.instanceId ?? instanceId));
   await put("RUNNING");
 
   let stopping = false;

@@ -25,7 +25,7 @@ export type StateQuery =
 export type StateAnswer =
   | { kind: "read"; reads: StateRead[] }
   | { kind: "groups"; groups: Array<{ partition: number; group: readonly unknown[] }> }
-  | { kind: "partitions"; partitions: Array<{ partition: number; position: number | null }> };
+  | { kind: "partitions"; partitions: Array<{ partition: number; position: number | null }>; standbys: Array<{ partition: number; lag: number }> };
 
 /** Answers a query from a loop's operator tasks (none: a loop between sessions holds nothing). */
 export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery, rebalancing = false, standbys?: StandbyTasks): StateAnswer {
@@ -39,7 +39,11 @@ export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery,
     case "groups":
       return { kind: "groups", groups: tasks?.stateGroups(query.stage) ?? [] };
     case "partitions":
-      return { kind: "partitions", partitions: tasks?.statePartitions(query.stage) ?? [] };
+      return {
+        kind: "partitions",
+        partitions: tasks?.statePartitions(query.stage) ?? [],
+        standbys: (standbys?.list() ?? []).filter((s) => s.stage === query.stage + 1).map((s) => ({ partition: s.partition, lag: s.lag })),
+      };
   }
 }
 
@@ -128,6 +132,8 @@ export function inRange(rows: Row[], from: number | undefined, to: number | unde
 /** The state of every loop of this process, for the admin server. */
 export interface LocalState {
   readonly stages: StateStage[];
+  /** This process's name in the group's directory (STREAM_INSTANCE_ID, else a random id per start). */
+  readonly instance: string;
   /** Hears each change a row makes to one key (stage index 0-based), from whichever loop holds it; returns the end. */
   watch(stage: number, group: unknown[], listener: (read: StateRead) => void): () => void;
   /** The pipeline's other processes, where a key this process does not hold may be. */
@@ -141,9 +147,11 @@ export function localState(
   stages: StateStage[],
   loops: () => ReadonlyArray<{ query(query: StateQuery): Promise<StateAnswer>; watch?(stage: number, group: unknown[], listener: (read: StateRead) => void): () => void }>,
   peers: () => Promise<Peer[]> = () => Promise.resolve([]),
+  instance = "",
 ): LocalState {
   return {
     stages,
+    instance,
     watch: (stage, group, listener) => {
       const ends = loops().map((loop) => loop.watch?.(stage, group, listener) ?? (() => {}));
       return () => ends.forEach((end) => end());

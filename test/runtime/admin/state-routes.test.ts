@@ -15,13 +15,13 @@ const STAGES: StateStage[] = [
 ];
 
 /** A loop holding one operator per (stage index, partition), at a given position. */
-function loop(tasks: Array<{ stage: number; partition: number; op: Operator; position: number }>) {
+function loop(tasks: Array<{ stage: number; partition: number; op: Operator; position: number }>, standbys: Array<{ stage: number; partition: number; lag: number }> = []) {
   return {
     query: async (q: StateQuery): Promise<StateAnswer> => {
       const mine = tasks.filter((t) => t.stage === q.stage);
       if (q.kind === "read") return { kind: "read", reads: mine.map((t) => ({ partition: t.partition, rows: t.op.read!(q.group), position: t.position })).filter((r) => r.rows.length > 0) };
       if (q.kind === "groups") return { kind: "groups", groups: mine.flatMap((t) => [...t.op.groups!()].map((group) => ({ partition: t.partition, group }))) };
-      return { kind: "partitions", partitions: mine.map((t) => ({ partition: t.partition, position: t.position })) };
+      return { kind: "partitions", partitions: mine.map((t) => ({ partition: t.partition, position: t.position })), standbys: standbys.filter((s) => s.stage === q.stage).map(({ partition, lag }) => ({ partition, lag })) };
     },
   };
 }
@@ -34,9 +34,9 @@ function setup(token?: string) {
   run(last, "ts", [row({ ts: 1, sym: "A", venue: "x", px: 1 }), row({ ts: 2, sym: "A", venue: "x", px: 2 })]);
   const loops = [
     loop([{ stage: 0, partition: 0, op: counts[0]!, position: 40 }, { stage: 1, partition: 0, op: last, position: 7 }]),
-    loop([{ stage: 0, partition: 1, op: counts[1]!, position: 12 }]),
+    loop([{ stage: 0, partition: 1, op: counts[1]!, position: 12 }], [{ stage: 0, partition: 9, lag: 3 }]),
   ];
-  const state = localState(STAGES, () => loops);
+  const state = localState(STAGES, () => loops, undefined, "pod-a");
   const app = createAdminApp({
     status: () => ({ record: { id: "b", pipeline: "p", kind: "stream", status: "RUNNING" }, partitions: [] }),
     metricsText: () => "",
@@ -56,9 +56,9 @@ describe("GET /state", () => {
   test("lists the stateful stages and the partitions this process holds", async () => {
     const { body } = await setup().get("/state");
     expect(body.stages).toEqual([
-      { ...STAGES[0], partitions: [{ partition: 0, position: 40 }, { partition: 1, position: 12 }] },
-      { ...STAGES[1], partitions: [{ partition: 0, position: 7 }] },
-      { ...STAGES[2], partitions: [] },
+      { ...STAGES[0], partitions: [{ partition: 0, position: 40 }, { partition: 1, position: 12 }], standbys: [{ partition: 9, lag: 3 }] },
+      { ...STAGES[1], partitions: [{ partition: 0, position: 7 }], standbys: [] },
+      { ...STAGES[2], partitions: [], standbys: [] },
     ]);
   });
 
@@ -69,7 +69,7 @@ describe("GET /state", () => {
       body: {
         stage: 1, key: { sym: "A" },
         windows: [{ windowStart: 0, windowEnd: 10, sym: "A", count: 2 }, { windowStart: 10, windowEnd: 20, sym: "A", count: 1 }],
-        owner: { process: "http://127.0.0.1:8686", admin: "http://127.0.0.1:8686" }, partition: 0, position: 40, standby: false, stale: false,
+        owner: { process: "pod-a", admin: "http://127.0.0.1:8686" }, partition: 0, position: 40, standby: false, stale: false,
       },
     });
     expect((await get("/state/1/keys/A?from=10")).body.windows).toEqual([{ windowStart: 10, windowEnd: 20, sym: "A", count: 1 }]);
@@ -108,7 +108,7 @@ describe("GET /state", () => {
       cursor = body.cursor as string;
     }
     expect(keys).toEqual([{ sym: 7 }, { sym: "A" }, { sym: "B" }, { sym: "C" }]);
-    expect((await get("/state/1/scan?prefix=B")).body.items).toEqual([{ key: { sym: "B" }, partition: 1, position: 12, owner: { process: "http://127.0.0.1:8686", admin: "http://127.0.0.1:8686" }, windows: [{ windowStart: 0, windowEnd: 10, sym: "B", count: 1 }] }]);
+    expect((await get("/state/1/scan?prefix=B")).body.items).toEqual([{ key: { sym: "B" }, partition: 1, position: 12, owner: { process: "pod-a", admin: "http://127.0.0.1:8686" }, windows: [{ windowStart: 0, windowEnd: 10, sym: "B", count: 1 }] }]);
   });
 
   test("bad input: 400 naming the parameter; the token guards every /state route", async () => {
