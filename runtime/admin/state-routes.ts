@@ -104,7 +104,8 @@ const windowed = (stage: StateStage) => stage.window !== undefined || stage.sess
 
 /** What one key's answer carries besides its provenance. */
 function valueBody(stage: StateStage, rows: Row[]): Record<string, unknown> {
-  return windowed(stage) ? { windows: rows } : { value: rows[0] ?? null };
+  // `value` always: a windowed stage's is its list of windows, also given as `windows`.
+  return windowed(stage) ? { value: rows, windows: rows } : { value: rows[0] ?? null };
 }
 
 /**

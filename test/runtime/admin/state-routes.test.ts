@@ -68,6 +68,7 @@ describe("GET /state", () => {
       status: 200,
       body: {
         stage: 1, key: { sym: "A" },
+        value: [{ windowStart: 0, windowEnd: 10, sym: "A", count: 2 }, { windowStart: 10, windowEnd: 20, sym: "A", count: 1 }],
         windows: [{ windowStart: 0, windowEnd: 10, sym: "A", count: 2 }, { windowStart: 10, windowEnd: 20, sym: "A", count: 1 }],
         owner: { process: "pod-a", admin: "http://127.0.0.1:8686" }, partition: 0, position: 40, standby: false, stale: false,
       },
@@ -108,7 +109,7 @@ describe("GET /state", () => {
       cursor = body.cursor as string;
     }
     expect(keys).toEqual([{ sym: 7 }, { sym: "A" }, { sym: "B" }, { sym: "C" }]);
-    expect((await get("/state/1/scan?prefix=B")).body.items).toEqual([{ key: { sym: "B" }, partition: 1, position: 12, owner: { process: "pod-a", admin: "http://127.0.0.1:8686" }, windows: [{ windowStart: 0, windowEnd: 10, sym: "B", count: 1 }] }]);
+    expect((await get("/state/1/scan?prefix=B")).body.items).toEqual([{ key: { sym: "B" }, partition: 1, position: 12, owner: { process: "pod-a", admin: "http://127.0.0.1:8686" }, value: [{ windowStart: 0, windowEnd: 10, sym: "B", count: 1 }], windows: [{ windowStart: 0, windowEnd: 10, sym: "B", count: 1 }] }]);
   });
 
   test("bad input: 400 naming the parameter; the token guards every /state route", async () => {
