@@ -8,6 +8,7 @@
  * our own bytes into the member metadata (librdkafka's assignors own it), and a topic is readable
  * by any process or tool that knows the pipeline, whichever client it runs.
  */
+import { deadline } from "../async.ts";
 import type { Admin, KafkaClient, Producer } from "../kafka/port.ts";
 import type { Logger } from "../logger.ts";
 
@@ -18,6 +19,8 @@ export const ADVERTISE_EVERY_MS = 3_000;
 export const GONE_AFTER_MS = 15_000;
 /** Peers are read again at most this often. */
 const READ_EVERY_MS = 500;
+/** How long one call to the broker may take here. */
+const CALL_TIMEOUT_MS = 5_000;
 
 export interface Peer {
   instance: string;
@@ -38,6 +41,10 @@ export class MembersDirectory {
   #readAt = 0;
   #reading: Promise<void> | undefined;
   #timer: ReturnType<typeof setInterval> | undefined;
+  #advertising = false;
+  /** A failure to advertise, said once until it works again. */
+  #warned = false;
+  #readWarned = false;
 
   constructor(client: KafkaClient, pipeline: string, self: { instance: string; admin: string }, log: Logger) {
     this.#topic = membersTopicOf(pipeline);
@@ -48,9 +55,10 @@ export class MembersDirectory {
   }
 
   async start(): Promise<void> {
-    await this.#admin.createTopics([{ topic: this.#topic, partitions: 1, configs: { "cleanup.policy": "compact", "segment.ms": "600000" } }]);
+    await deadline(this.#admin.createTopics([{ topic: this.#topic, partitions: 1, configs: { "cleanup.policy": "compact", "segment.ms": "600000" } }]), CALL_TIMEOUT_MS);
     await this.#advertise();
     this.#timer = setInterval(() => void this.#advertise(), ADVERTISE_EVERY_MS);
+    (this.#timer as { unref?: () => void }).unref?.();
   }
 
   /** The other processes that said they were there lately. */
@@ -66,22 +74,29 @@ export class MembersDirectory {
   /** Says goodbye (a tombstone) and closes. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    await this.#producer.send([{ topic: this.#topic, partition: 0, key: this.#self.instance, value: null }]).catch(() => {});
-    await Promise.allSettled([this.#producer.close(), this.#admin.close()]);
+    // Bounded: a broker that is down must not hold the process's exit (the others forget it after GONE_AFTER_MS anyway).
+    await deadline(this.#producer.send([{ topic: this.#topic, partition: 0, key: this.#self.instance, value: null }]), CALL_TIMEOUT_MS).catch(() => {});
+    await deadline(Promise.allSettled([this.#producer.close(), this.#admin.close()]), CALL_TIMEOUT_MS).catch(() => {});
   }
 
   async #advertise(): Promise<void> {
+    if (this.#advertising) return; // the last one is still under way (a broker that is down)
+    this.#advertising = true;
     const value = JSON.stringify({ instance: this.#self.instance, admin: this.#self.admin, at: Date.now() });
     try {
       await this.#producer.send([{ topic: this.#topic, partition: 0, key: this.#self.instance, value }]);
+      this.#warned = false;
     } catch (error) {
-      this.#log("warn", `advertising this process's admin URL in ${this.#topic}: ${(error as Error).message} (other processes cannot forward state reads here until it works)`);
+      if (!this.#warned) this.#log("warn", `advertising this process's admin URL in ${this.#topic}: ${(error as Error).message} (other processes cannot forward state reads here until it works; trying again every ${ADVERTISE_EVERY_MS / 1000} s)`);
+      this.#warned = true;
+    } finally {
+      this.#advertising = false;
     }
   }
 
   async #read(): Promise<void> {
     try {
-      const records = await this.#admin.readPartition(this.#topic, 0, { from: this.#next });
+      const records = await deadline(this.#admin.readPartition(this.#topic, 0, { from: this.#next }), CALL_TIMEOUT_MS);
       const decoder = new TextDecoder();
       for (const record of records) {
         const key = record.key ? decoder.decode(record.key) : "";
@@ -98,7 +113,11 @@ export class MembersDirectory {
       }
       this.#readAt = Date.now();
     } catch (error) {
-      this.#log("warn", `reading ${this.#topic}: ${(error as Error).message}`);
+      // The peers known so far stay (until GONE_AFTER_MS); said once until a read works again.
+      if (!this.#readWarned) this.#log("warn", `reading ${this.#topic}: ${(error as Error).message} (state reads are forwarded to the processes known so far)`);
+      this.#readWarned = true;
+      return;
     }
+    this.#readWarned = false;
   }
 }
