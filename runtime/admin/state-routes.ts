@@ -137,7 +137,9 @@ type PeerAnswer = { admin: string; status: number; body: Record<string, unknown>
 /** Asks every peer the same route (local state only there), with this request's token. */
 async function askPeers(c: Context, state: LocalState, path: string, from: "held" | "retired" | "standby" = "held", skip: ReadonlySet<string> = new Set()): Promise<PeerAnswer[]> {
   const peers = (await state.peers()).filter((p) => !skip.has(p.admin));
-  const authorization = c.req.header("authorization");
+  // A watch opened by the dashboard (an EventSource) carries the token as ?token=: it goes on as a header.
+  const token = c.req.query("token");
+  const authorization = c.req.header("authorization") ?? (token ? `Bearer ${token}` : undefined);
   const headers: Record<string, string> = { [FORWARDED_HEADER]: "1", ...(from !== "held" ? { [FROM_HEADER]: from } : {}), ...(authorization ? { authorization } : {}) };
   return Promise.all(peers.map(async (peer): Promise<PeerAnswer> => {
     try {
