@@ -1,7 +1,7 @@
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
-import { type StateWatches, watchKeyOf } from "./state-query.ts";
+import { type StateRead, type StateWatches, watchKeyOf } from "./state-reads.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
 import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
@@ -24,19 +24,6 @@ interface Task {
   eventTimes: Map<string, number>;
   /** Its local state store (STREAM_STATE_DIR), when on. */
   store?: LocalStateStore;
-}
-
-/** Queryable state: one partition's rows for a group key, and the input offset its state reflects. */
-export interface StateRead {
-  partition: number;
-  rows: Row[];
-  /** The next input offset of the partition folded into the state; null before any. */
-  position: number | null;
-  /** The state of a partition this loop let go of in a rebalance (or read while one runs), or of a standby copy. */
-  stale?: boolean;
-  /** Read from a standby copy (STREAM_STANDBY_REPLICAS), `lag` changelog records behind. */
-  standby?: boolean;
-  lag?: number;
 }
 
 /** One partition's restore under way, for /status and the log. */

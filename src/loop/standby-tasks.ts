@@ -14,7 +14,7 @@ import { standbyPartitions } from "../kafka/assignment.ts";
 import { PairMap } from "../kafka/topic-partition.ts";
 import type { Logger } from "../logger.ts";
 import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
-import type { StateRead } from "./operator-tasks.ts";
+import type { StateRead } from "./state-reads.ts";
 
 export interface StandbyOptions {
   groupId: string;

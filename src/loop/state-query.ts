@@ -6,11 +6,12 @@
  */
 import type { Row } from "../expr/index.ts";
 import type { CompiledTopology } from "../topology/compile-topology.ts";
-import type { OperatorTasks, StateRead } from "./operator-tasks.ts";
+import type { OperatorTasks } from "./operator-tasks.ts";
+import type { StateRead } from "./state-reads.ts";
 import type { Peer } from "./members-directory.ts";
 import type { StandbyTasks } from "./standby-tasks.ts";
 
-export type { StateRead };
+export { type StateRead, StateWatches, watchKeyOf } from "./state-reads.ts";
 
 /** What the admin server asks a loop. `stage` is 0-based here (the HTTP routes are 1-based). */
 export type StateQuery =
@@ -44,41 +45,6 @@ export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery,
         partitions: tasks?.statePartitions(query.stage) ?? [],
         standbys: (standbys?.list() ?? []).filter((s) => s.stage === query.stage + 1).map((s) => ({ partition: s.partition, lag: s.lag })),
       };
-  }
-}
-
-/** The identity of a group key in watches: its values' JSON. */
-export const watchKeyOf = (group: readonly unknown[]) => JSON.stringify(group);
-
-/**
- * Keys being watched in one consumer loop (kept across its sessions): after each row that
- * changes a watched key, the operator tasks hand its new value to the watch's listener, so a
- * watcher sees every change a row makes, in order.
- */
-export class StateWatches {
-  readonly #byStage = new Map<number, Map<string, Map<number, (read: StateRead) => void>>>();
-
-  /** Starts a watch of `group` at stage index `stage`; returns its end. */
-  add(id: number, stage: number, group: readonly unknown[], listener: (read: StateRead) => void): () => void {
-    const byKey = this.#byStage.get(stage) ?? this.#byStage.set(stage, new Map()).get(stage)!;
-    const key = watchKeyOf(group);
-    const listeners = byKey.get(key) ?? byKey.set(key, new Map()).get(key)!;
-    listeners.set(id, listener);
-    return () => {
-      listeners.delete(id);
-      if (listeners.size === 0) byKey.delete(key);
-      if (byKey.size === 0) this.#byStage.delete(stage);
-    };
-  }
-
-  /** Whether any key of this stage is watched (the row path checks nothing else when not). */
-  watches(stage: number): boolean {
-    return this.#byStage.has(stage);
-  }
-
-  /** The listeners of one key, if it is watched. */
-  listeners(stage: number, key: string): Iterable<(read: StateRead) => void> | undefined {
-    return this.#byStage.get(stage)?.get(key)?.values();
   }
 }
 
