@@ -100,7 +100,7 @@ export function keyOf(stage: StateStage, pathKey: string, ks: string[]): unknown
 /** The key's values as an object by column. */
 const keyObject = (stage: StateStage, key: readonly unknown[]) => Object.fromEntries(stage.keyColumns.map((c, i) => [c, key[i]]));
 
-const windowed = (stage: StateStage) => stage.window !== undefined || stage.session !== undefined;
+const windowed = (stage: StateStage) => stage.windowMs !== undefined || stage.gapMs !== undefined;
 
 /** What one key's answer carries besides its provenance. */
 function valueBody(stage: StateStage, rows: Row[]): Record<string, unknown> {

@@ -52,14 +52,18 @@ export function answerQuery(tasks: OperatorTasks | undefined, query: StateQuery,
 export interface StateStage {
   /** 1-based, as in the routes. */
   stage: number;
+  /** 0-based, as the build record's `stages` count. */
+  index: number;
   op: string;
   /** The group key's columns, in order: a key is given as their values. */
   keyColumns: string[];
   /** Whether GET /state/{stage}/keys/... answers for it (a stream join keeps rows, not keyed values). */
   queryable: boolean;
-  /** Windowed stages: the window size and slide (ms); session stages: the gap. */
-  window?: { sizeMs: number; slideMs: number };
-  session?: { gapMs: number };
+  /** Windowed stages: the window size and slide (ms), as the step names them. */
+  windowMs?: number;
+  slideMs?: number;
+  /** Session stages: the gap (ms). */
+  gapMs?: number;
 }
 
 /** The stateful stages of a compiled topology. */
@@ -74,11 +78,12 @@ export function stateStages(compiled: CompiledTopology): StateStage[] {
     const gapMs = typeof def?.gapMs === "number" ? def.gapMs : undefined;
     out.push({
       stage: stage.index + 1,
+      index: stage.index,
       op: operator.op,
       keyColumns: [...operator.compiled.keyColumns],
       queryable: operator.op !== "streamJoin",
-      ...(windowMs !== undefined ? { window: { sizeMs: windowMs, slideMs: slideMs! } } : {}),
-      ...(gapMs !== undefined ? { session: { gapMs } } : {}),
+      ...(windowMs !== undefined ? { windowMs, slideMs: slideMs! } : {}),
+      ...(gapMs !== undefined ? { gapMs } : {}),
     });
   }
   return out;

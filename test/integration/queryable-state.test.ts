@@ -51,7 +51,7 @@ describe("queryable state", () => {
       expect(items.map((i) => i.key.g)).toEqual(keys);
       // Each key by itself: its one open window, with the exact count and sum, where it lives and how far its state goes.
       const state = await get("/state");
-      expect(state.body.stages.map((s: any) => ({ stage: s.stage, op: s.op, keyColumns: s.keyColumns, window: s.window }))).toEqual([{ stage: 1, op: "windowedAggregate", keyColumns: ["g"], window: { sizeMs: MINUTE, slideMs: MINUTE } }]);
+      expect(state.body.stages.map((s: any) => ({ stage: s.stage, index: s.index, op: s.op, keyColumns: s.keyColumns, windowMs: s.windowMs, slideMs: s.slideMs }))).toEqual([{ stage: 1, index: 0, op: "windowedAggregate", keyColumns: ["g"], windowMs: MINUTE, slideMs: MINUTE }]);
       expect(state.body.stages[0].partitions.map((p: any) => p.partition)).toEqual([0, 1, 2, 3]);
       for (let i = 0; i < GROUPS; i++) {
         const { status, body } = await get(`/state/1/keys/g${i}`);

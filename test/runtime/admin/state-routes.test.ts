@@ -9,9 +9,9 @@ import { localState, type StateAnswer, type StateQuery, type StateStage } from "
 import { compileOp, row, run } from "../../ops/helpers.ts";
 
 const STAGES: StateStage[] = [
-  { stage: 1, op: "windowedAggregate", keyColumns: ["sym"], queryable: true, window: { sizeMs: 10, slideMs: 10 } },
-  { stage: 2, op: "lastN", keyColumns: ["sym", "venue"], queryable: true },
-  { stage: 3, op: "streamJoin", keyColumns: ["id"], queryable: false },
+  { stage: 1, index: 0, op: "windowedAggregate", keyColumns: ["sym"], queryable: true, windowMs: 10, slideMs: 10 },
+  { stage: 2, index: 1, op: "lastN", keyColumns: ["sym", "venue"], queryable: true },
+  { stage: 3, index: 2, op: "streamJoin", keyColumns: ["id"], queryable: false },
 ];
 
 /** A loop holding one operator per (stage index, partition), at a given position. */
