@@ -31,6 +31,23 @@ function tally(out: InboundRecord[], expected: number[]) {
   return { missing, duplicates, unexpected };
 }
 
+/** Two exactly-once instances of the stateless pipeline over 150,000 rows (`<prefix>-a`, `<prefix>-b`), started. */
+async function twoInstances(prefix: string) {
+  const name = uniqueName(prefix);
+  const input = `${name}-in`;
+  const total = 150_000;
+  await createTopic(input, 4);
+  await produce(records(input, 0, total));
+  const file = pipeline(name, input, `${name}-out`);
+  const env = { ...FAST_GROUP, STREAM_EXACTLY_ONCE: "true", STREAM_BATCH_SIZE: "200" };
+  const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: `${prefix}-a` } });
+  const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: `${prefix}-b` } });
+  return { name, output: `${name}-out`, a, b, expected: expectedIds(total) };
+}
+
+/** Partitions a run's last build record says it owns. */
+const owns = (run: CliRun) => lastRecord(run.records)?.metrics?.partitions.length ?? 0;
+
 /** What a crash test runs and how it judges the output. */
 interface Workload<R> {
   kind: string;
@@ -253,18 +270,7 @@ describe("exactly-once", () => {
   });
 
   test("a paused zombie is fenced when it wakes, gives up cleanly, and the output has no duplicates", async () => {
-    const name = uniqueName("zombie");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    const total = 150_000;
-    await createTopic(input, 4);
-    await produce(records(input, 0, total));
-    const file = pipeline(name, input, output);
-    const env = { ...FAST_GROUP, STREAM_EXACTLY_ONCE: "true", STREAM_BATCH_SIZE: "200" };
-    const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "zombie-a" } });
-    const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "zombie-b" } });
-    const owns = (run: CliRun) => lastRecord(run.records)?.metrics?.partitions.length ?? 0;
-    const expected = expectedIds(total);
+    const { output, a, b, expected } = await twoInstances("zombie");
     let collector: ReturnType<typeof collect> | undefined;
     try {
       await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");
@@ -296,18 +302,7 @@ describe("exactly-once", () => {
   });
 
   test("a member killed mid-stream: the one that takes its partitions fences its transactional id at once, and every record is there exactly once", async () => {
-    const name = uniqueName("departed");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    const total = 150_000;
-    await createTopic(input, 4);
-    await produce(records(input, 0, total));
-    const file = pipeline(name, input, output);
-    const env = { ...FAST_GROUP, STREAM_EXACTLY_ONCE: "true", STREAM_BATCH_SIZE: "200" };
-    const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "departed-a" } });
-    const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "departed-b" } });
-    const owns = (run: CliRun) => lastRecord(run.records)?.metrics?.partitions.length ?? 0;
-    const expected = expectedIds(total);
+    const { name, output, a, b, expected } = await twoInstances("departed");
     let collector: ReturnType<typeof collect> | undefined;
     try {
       await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");

@@ -14,23 +14,30 @@ import { MINUTE, windowedCountPipeline } from "../helpers/pipelines.ts";
 const T0 = Date.UTC(2026, 0, 1);
 const GROUPS = 20;
 
+/** A 4-partition input holding `rows` (message keys m0, m1, ...) and a pipeline counting it per g in 1-minute windows. */
+async function countedInput(prefix: string, rows: ReadonlyArray<Record<string, unknown>>) {
+  const name = uniqueName(prefix);
+  const input = `${name}-in`;
+  await createTopic(input, 4);
+  await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
+  return { input, file: windowedCountPipeline(name, input, `${name}-out`, "g") };
+}
+
+/** GET `admin + path`: its status and JSON body. */
+async function getJson(admin: string, path: string, headers: Record<string, string> = {}) {
+  const res = await fetch(admin + path, { headers });
+  return { status: res.status, body: (await res.json()) as Record<string, any> };
+}
+
 describe("queryable state", () => {
   test("every key of a running windowed count reads its exact value; the scan lists each key once; a watch sees each change", async () => {
-    const name = uniqueName("query");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    await createTopic(input, 4);
     // Group g<i> gets i + 1 rows, all in the first minute: its window stays open.
     const rows = Array.from({ length: GROUPS }, (_, i) => Array.from({ length: i + 1 }, (_, j) => ({ g: `g${i}`, qty: j + 1, ts: T0 + 1000 * j }))).flat();
-    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
-    const file = windowedCountPipeline(name, input, output, "g");
+    const { input, file } = await countedInput("query", rows);
     const run = startCli(["run", file], { env: { STREAM_CONSUMERS: "2" } });
     try {
       const admin = await adminUrlOf(run);
-      const get = async (path: string) => {
-        const res = await fetch(admin + path);
-        return { status: res.status, body: (await res.json()) as Record<string, any> };
-      };
+      const get = (path: string) => getJson(admin, path);
       const scanAll = async () => {
         const items: Array<Record<string, any>> = [];
         let cursor: string | null = "";
@@ -103,23 +110,15 @@ describe("queryable state", () => {
   });
 
   test("two processes: a key held by B is read through A with its exact value; A's scan covers both; B down gives 503 naming it; no token, 401", async () => {
-    const name = uniqueName("query-two");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    await createTopic(input, 4);
     const rows = Array.from({ length: GROUPS }, (_, i) => Array.from({ length: i + 1 }, (_, j) => ({ g: `g${i}`, qty: 1, ts: T0 + 1000 * j }))).flat();
-    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
-    const file = windowedCountPipeline(name, input, output, "g");
+    const { file } = await countedInput("query-two", rows);
     const env = { STREAM_SESSION_TIMEOUT_MS: "6000", STREAM_ADMIN_TOKEN: "s3cret" };
     const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "query-a" } });
     const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "query-b" } });
     try {
       const [adminA, adminB] = await Promise.all([adminUrlOf(a), adminUrlOf(b)]);
       const auth = { authorization: "Bearer s3cret" };
-      const get = async (admin: string, path: string, headers: Record<string, string> = auth) => {
-        const res = await fetch(admin + path, { headers });
-        return { status: res.status, body: (await res.json()) as Record<string, any> };
-      };
+      const get = (admin: string, path: string, headers: Record<string, string> = auth) => getJson(admin, path, headers);
       const owns = (admin: string) => get(admin, "/state").then((r) => (r.status === 200 ? (r.body.stages[0].partitions as unknown[]).length : 0));
       await waitFor(async () => (await owns(adminA)) > 0 && (await owns(adminB)) > 0 && (await owns(adminA)) + (await owns(adminB)) === 4, 90_000, "A and B to share the partitions");
       const scan = async () => (await get(adminA, "/state/1/scan?limit=1000")).body.items as Array<Record<string, any>> | undefined;
@@ -152,22 +151,14 @@ describe("queryable state", () => {
   });
 
   test("a read during a forced rebalance always gets an answer, marked stale while partitions move", async () => {
-    const name = uniqueName("query-move");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    await createTopic(input, 4);
     const rows = Array.from({ length: GROUPS }, (_, i) => ({ g: `g${i}`, qty: 1, ts: T0 })).flatMap((r) => [r, r]);
-    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
-    const file = windowedCountPipeline(name, input, output, "g");
+    const { file } = await countedInput("query-move", rows);
     const env = { STREAM_SESSION_TIMEOUT_MS: "6000" };
     const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "move-a" } });
     let b: ReturnType<typeof startCli> | undefined;
     try {
       const adminA = await adminUrlOf(a);
-      const read = async (key: string) => {
-        const res = await fetch(`${adminA}/state/1/keys/${key}`);
-        return { status: res.status, body: (await res.json()) as Record<string, any> };
-      };
+      const read = (key: string) => getJson(adminA, `/state/1/keys/${key}`);
       const keys = Array.from({ length: GROUPS }, (_, i) => `g${i}`);
       await waitFor(async () => (await Promise.all(keys.map(read))).every((r) => r.status === 200 && r.body.windows[0].n === 2), 90_000, "every key counted by A alone");
       // B joins: the group rebalances and half the partitions move to B, which restores them.
@@ -195,23 +186,15 @@ describe("queryable state", () => {
   });
 
   test("STREAM_STANDBY_REPLICAS=1: with the owner killed, its standby answers its keys, marked standby and stale, with the committed count", async () => {
-    const name = uniqueName("query-standby");
-    const input = `${name}-in`;
-    const output = `${name}-out`;
-    await createTopic(input, 4);
     const rows = Array.from({ length: GROUPS }, (_, i) => Array.from({ length: 3 }, () => ({ g: `g${i}`, qty: 1, ts: T0 }))).flat();
-    await produce(rows.map((r, n) => ({ topic: input, key: `m${n}`, value: JSON.stringify(r) })));
-    const file = windowedCountPipeline(name, input, output, "g");
+    const { file } = await countedInput("query-standby", rows);
     const env = { STREAM_SESSION_TIMEOUT_MS: "6000", STREAM_STANDBY_REPLICAS: "1", STREAM_CHECKPOINT_INTERVAL_MS: "300" };
     const dirs = [0, 1].map((i) => mkdtempSync(join(tmpdir(), `fv-query-standby-${i}-`)));
     const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "standby-a", STREAM_STATE_DIR: dirs[0]! } });
     const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: "standby-b", STREAM_STATE_DIR: dirs[1]! } });
     try {
       const [adminA, adminB] = await Promise.all([adminUrlOf(a), adminUrlOf(b)]);
-      const get = async (admin: string, path: string) => {
-        const res = await fetch(admin + path);
-        return { status: res.status, body: (await res.json()) as Record<string, any> };
-      };
+      const get = (admin: string, path: string) => getJson(admin, path);
       // Every key counted (read through A); then, past the checkpoint that commits the counts
       // (300 ms) and the standby's next read (500 ms), A's standby copies of B's partitions caught up.
       await waitFor(async () => {
