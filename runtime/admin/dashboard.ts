@@ -256,7 +256,10 @@ export const DASHBOARD_HTML = String.raw`<!doctype html>
       tr.appendChild(el("td", String(p.partition), "n"));
       tr.appendChild(el("td", fmt(p.offset), "n"));
       tr.appendChild(el("td", fmt(p.lag), "n"));
-      tr.appendChild(el("td", bytes(p.stateBytes), "n"));
+      var stateCell = el("td", bytes(p.stateBytes), "n");
+      // The local store behind it: keys and bytes on disk, and how often a lookup found its entity in memory.
+      if (num(p.storeKeys) !== undefined) stateCell.title = fmt(p.storeKeys) + " keys on disk (" + bytes(p.storeBytesOnDisk) + ")" + (num(p.cacheHitRate) !== undefined ? ", " + fmt(p.cacheKeys) + " in memory, cache hit rate " + (p.cacheHitRate * 100).toFixed(1) + "%" : "");
+      tr.appendChild(stateCell);
       tr.appendChild(p.restore ? restoreCell(p.restore) : el("td", p.state || "", "dim"));
       body.appendChild(tr);
     });

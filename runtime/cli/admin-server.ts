@@ -61,6 +61,7 @@ function partitionsOf(record: BuildRecord): PartitionStatus[] {
     ...(p.stateKeys !== undefined ? { stateKeys: p.stateKeys } : {}),
     ...(p.storeKeys !== undefined ? { storeKeys: p.storeKeys } : {}),
     ...(p.storeBytesOnDisk !== undefined ? { storeBytesOnDisk: p.storeBytesOnDisk } : {}),
+    ...(p.cacheKeys !== undefined ? { cacheKeys: p.cacheKeys, cacheHitRate: p.cacheHitRate ?? null } : {}),
     ...(p.restore ? { restore: p.restore } : {}),
   }));
 }

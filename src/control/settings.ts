@@ -36,8 +36,10 @@ export interface Settings {
   sessionTimeoutMs: number;
   /** An input partition without rows for this long stops holding a stateful stage's watermark back. */
   idlePartitionMs: number;
-  /** Most live state keys one stateful task (stage × partition) may hold. */
+  /** Most live state keys one stateful task (stage × partition) may hold (on disk and in memory). */
   stateMaxKeys: number;
+  /** Entities a task keeps in memory while its state lives in the local store (0: all of them). */
+  stateCacheKeys: number;
   /**
    * Where the local state stores live: a directory, "off" (state only in memory and the
    * changelog), or undefined for the default `.fv-state/<pipeline>` under the working directory.
@@ -80,6 +82,7 @@ const schema = v.object({
   STREAM_SESSION_TIMEOUT_MS: v.optional(int("STREAM_SESSION_TIMEOUT_MS", 3000), "10000"),
   STREAM_IDLE_PARTITION_MS: v.optional(int("STREAM_IDLE_PARTITION_MS", 100), "10000"),
   STREAM_STATE_MAX_KEYS: v.optional(int("STREAM_STATE_MAX_KEYS", 1), "1000000"),
+  STREAM_STATE_CACHE_KEYS: v.optional(int("STREAM_STATE_CACHE_KEYS", 0), "100000"),
   STREAM_STANDBY_REPLICAS: v.optional(v.pipe(int("STREAM_STANDBY_REPLICAS", 0), v.maxValue(8, "STREAM_STANDBY_REPLICAS must be at most 8")), "0"),
   STREAM_STATE_DIR: v.optional(v.pipe(v.string(), v.minLength(1, "STREAM_STATE_DIR must be a directory or off"))),
   STREAM_LATE_ROWS: v.optional(v.picklist(["drop", "deadLetter"], "STREAM_LATE_ROWS must be drop or deadLetter"), "drop"),
@@ -107,7 +110,8 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_CHECKPOINT_MAX_FAILURES", "failed checkpoints in a row before the stream fails (circuit breaker)", "5"],
   ["STREAM_SESSION_TIMEOUT_MS", "a member silent this long (crashed, paused) leaves the group and its partitions move", "10000"],
   ["STREAM_IDLE_PARTITION_MS", "an input partition without rows this long stops holding a stateful stage's watermark back", "10000"],
-  ["STREAM_STATE_MAX_KEYS", "most live state keys per stateful stage and partition; more fails the stream with a clear error", "1000000"],
+  ["STREAM_STATE_MAX_KEYS", "most live state keys per stateful stage and partition, on disk and in memory; more fails the stream with a clear error", "1000000"],
+  ["STREAM_STATE_CACHE_KEYS", "with the local store on: state entities (windows, lastN groups) each stateful stage and partition keeps in memory; the rest stays on disk and is read when a row needs it; 0 = all in memory", "100000"],
   ["STREAM_STANDBY_REPLICAS", "copies of each stateful partition's state other members keep up to date (in their STREAM_STATE_DIR), for a failover that reads only a tail; pure-JS client only", "0"],
   ["STREAM_STATE_DIR", "where the local state stores live (LMDB, one per stateful stage and partition): a restart reads only the changelog's tail; off = memory and changelog only", ".fv-state/<pipeline> under the working directory"],
   ["STREAM_LATE_ROWS", "drop | deadLetter: rows older than their window's close are counted, then dropped or dead-lettered", "drop"],
@@ -154,6 +158,7 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     sessionTimeoutMs: s.STREAM_SESSION_TIMEOUT_MS,
     idlePartitionMs: s.STREAM_IDLE_PARTITION_MS,
     stateMaxKeys: s.STREAM_STATE_MAX_KEYS,
+    stateCacheKeys: s.STREAM_STATE_CACHE_KEYS,
     ...(s.STREAM_STATE_DIR ? { stateDir: s.STREAM_STATE_DIR } : {}),
     standbyReplicas: s.STREAM_STANDBY_REPLICAS,
     lateRows: s.STREAM_LATE_ROWS,

@@ -133,6 +133,13 @@ export interface BuildMetrics extends StreamCounters {
     /** Keys in the local state store, and the bytes it takes on disk. */
     storeKeys?: number;
     storeBytesOnDisk?: number;
+    /**
+     * State beyond memory (windows and lastN groups with the local store on): entities held in
+     * memory now, and the share of lookups that found their entity there (the others read the
+     * store); null before the first lookup.
+     */
+    cacheKeys?: number;
+    cacheHitRate?: number | null;
     restoring?: boolean;
     /** While restoring: changelog records read of those to read, rate (records/s) and ETA (s). */
     restore?: { read: number; total: number; fromStore: number; rate: number; etaSeconds: number | null };

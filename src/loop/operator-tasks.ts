@@ -4,7 +4,7 @@ import type { Row } from "../expr/index.ts";
 import { type StateRead, type StateWatches, watchKeyOf } from "./state-reads.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
-import { eventTimeOf, type Operator, type StateEntry } from "../ops/index.ts";
+import { type CacheStats, eventTimeOf, META_KEY, type Operator, type StateEntry, type StateSource } from "../ops/index.ts";
 import { delay } from "../async.ts";
 import type { Logger } from "../logger.ts";
 import type { Written } from "../kafka/port.ts";
@@ -57,6 +57,11 @@ export interface OperatorTaskOptions {
   /** Most live state keys one task may hold. */
   maxStateKeys: number;
   /**
+   * With a local store: entities a task keeps in memory; the rest stays in the store and is read
+   * when a row needs it (operators that support it, see Operator.spill). 0 or absent: all in memory.
+   */
+  cacheKeys?: number;
+  /**
    * The group's stable committed offsets of these input topics at one partition (no
    * transaction pending for them). A restore waits for them before it reads the changelog, and
    * checks that the state it read covers them.
@@ -108,6 +113,36 @@ interface DecodedState {
   changes: StoreChange[];
   /** Entries taken from the local store. */
   fromStore: number;
+  /** The store's entries were left where they are (a spilling restore): only bookkeeping was read. */
+  lazy: boolean;
+}
+
+/** Live state of one input partition's tasks: keys and heap bytes, the local store's keys and size, and the cache of spilling operators. */
+export interface StateSize {
+  keys: number;
+  bytes: number;
+  store?: { keys: number; bytesOnDisk: number };
+  cache?: CacheStats;
+}
+
+/** A local store as a spilling operator's source: its `keys` count the operator's entities, not the bookkeeping. */
+function entitySource(store: LocalStateStore): StateSource {
+  const source = store.source();
+  return {
+    get: source.get,
+    prefixed: source.prefixed,
+    firstKeyFrom: source.firstKeyFrom,
+    get keys() {
+      let keys = source.keys;
+      for (const key of [TIME_KEY, OFFSETS_KEY, META_KEY]) if (source.get(key) !== undefined) keys--;
+      return keys;
+    },
+  };
+}
+
+/** A local store's entities (its entries but the task's bookkeeping keys), for an operator that keeps all state in memory. */
+function* storedEntities(store: LocalStateStore): Iterable<StateEntry> {
+  for (const entry of store.entries()) if (entry.key !== OFFSETS_KEY && entry.key !== TIME_KEY) yield entry;
 }
 
 /** A local store whose content does not decode: it is rebuilt from the changelog. */
@@ -260,7 +295,7 @@ export class OperatorTasks {
         }
         let read: DecodedState;
         try {
-          read = this.#decode(stage, partition, records, store);
+          read = this.#decode(stage, partition, records, store, (this.#options.cacheKeys ?? 0) > 0);
         } catch (error) {
           if (!(error instanceof StoreUnreadable) || !store) throw error;
           store = await this.#options.stores!.rebuild(store, error.message);
@@ -270,7 +305,10 @@ export class OperatorTasks {
         //    offset of every partition it committed. Behind means the changelog's commit marker had
         //    not arrived yet; starting from the committed offset would lose the rows in between.
         const behind = committed.filter((c) => c.offset >= 0n && read.covered.has(c.topic) && read.covered.get(c.topic)! < c.offset);
-        if (behind.length === 0) return this.#install(stage, partition, read, records, releases, store, topicId);
+        if (behind.length === 0) {
+          const op = await this.#restored(stage, partition, read, records, store, topicId);
+          return this.#install(stage, partition, op, read, records, releases, store, topicId);
+        }
         const what = behind.map((c) => `${c.topic}[${partition}] state at ${read.covered.get(c.topic)}, committed ${c.offset}`).join(", ");
         if (attempt >= RESTORE_ATTEMPTS) {
           throw new FvError("KAFKA_RETRYABLE", `the state of stage ${stage.index + 1} does not cover the committed input offsets after ${attempt} reads (${what}): starting over`);
@@ -343,7 +381,7 @@ export class OperatorTasks {
    * Decodes one stage's entries, covered offsets and event-time progress: the local store's (when
    * given), with the changelog records read after what it covers on top.
    */
-  #decode(stage: CompiledStage, partition: number, records: InboundRecord[], store?: LocalStateStore): DecodedState {
+  #decode(stage: CompiledStage, partition: number, records: InboundRecord[], store?: LocalStateStore, lazy = false): DecodedState {
     const prefix = `${stage.index}/`;
     const entries: StateEntry[] = [];
     const covered = new Map<string, bigint>();
@@ -378,7 +416,21 @@ export class OperatorTasks {
     latest.reverse();
     // The local store first: what the changelog's tail changed again replaces it.
     let fromStore = 0;
-    if (store) {
+    if (store && lazy) {
+      // Spilling: the store's entries stay there (the tail is written into it before the operator
+      // starts); only the task's bookkeeping is read, and the operator's meta.
+      try {
+        for (const key of [TIME_KEY, OFFSETS_KEY, META_KEY]) {
+          const value = store.get(key);
+          if (value !== undefined && !seen.has(prefix + key)) apply(key, value);
+        }
+        fromStore = store.keys;
+        for (const key of [TIME_KEY, OFFSETS_KEY, META_KEY]) if (store.get(key) !== undefined) fromStore--;
+        for (const { stateKey } of latest) if (stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY && store.get(stateKey) !== undefined) fromStore--;
+      } catch (error) {
+        throw new StoreUnreadable(`a stored value does not decode (${(error as Error).message})`);
+      }
+    } else if (store) {
       try {
         for (const { key, value } of store.entries()) {
           if (seen.has(prefix + key)) continue;
@@ -395,6 +447,11 @@ export class OperatorTasks {
       let text: string | null = null;
       try {
         text = record.value === null ? null : decoder.decode(record.value);
+        // Spilling: an entity's value goes into the store as text (parsed there), not into memory.
+        if (lazy && store && stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY) {
+          changes.push({ key: stateKey, value: text });
+          continue;
+        }
         value = text === null ? null : JSON.parse(text);
       } catch (error) {
         throw new FvError("STATE_CORRUPTED", `state record ${this.#options.stateTopic}[${partition}]@${record.offset} is not JSON`, { cause: error });
@@ -402,14 +459,32 @@ export class OperatorTasks {
       if (store) changes.push({ key: stateKey, value: text });
       apply(stateKey, value);
     }
-    return { entries, covered, eventTimes, heard, changes, fromStore };
+    return { entries, covered, eventTimes, heard, changes, fromStore, lazy: lazy && store !== undefined };
   }
 
-  #install(stage: CompiledStage, partition: number, read: DecodedState, records: InboundRecord[], releases: number, store: LocalStateStore | undefined, topicId: string | undefined): Task {
-    const { entries, covered, eventTimes, heard } = read;
+  /**
+   * The task's operator with its state: restored into memory, or (spilling) reading its state
+   * from the local store, into which the changelog's tail is written first.
+   */
+  async #restored(stage: CompiledStage, partition: number, read: DecodedState, records: InboundRecord[], store: LocalStateStore | undefined, topicId: string | undefined): Promise<Operator> {
     const op = stage.operator!.compiled.create();
     // Each key once: the store's entries and the tail's last versions never overlap (#decode).
-    op.restore(entries, { unique: true });
+    op.restore(read.entries, { unique: true });
+    if (!read.lazy || !store) return op;
+    if (records.length > 0 || (topicId !== undefined && store.topicId === undefined)) {
+      const covered = records.length > 0 ? records[records.length - 1]!.offset + 1n : store.covered ?? 0n;
+      if (!(await store.write(read.changes, covered, topicId))) {
+        throw new FvError("KAFKA_RETRYABLE", `the local state store ${store.path} was taken over while stage ${stage.index + 1} partition ${partition} restored: starting over`);
+      }
+    }
+    if (op.spill?.(entitySource(store), this.#options.cacheKeys!)) return op;
+    // This operator keeps its state in memory: every stored entity (the bookkeeping is read).
+    op.restore(storedEntities(store), { unique: true });
+    return op;
+  }
+
+  #install(stage: CompiledStage, partition: number, op: Operator, read: DecodedState, records: InboundRecord[], releases: number, store: LocalStateStore | undefined, topicId: string | undefined): Task {
+    const { covered, eventTimes, heard } = read;
     const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes, ...(store ? { store } : {}) };
     // Event-time progress comes back with the state: a partition without new rows still counts
     // with how far it got (until it goes idle), and a hop partition with what it last heard.
@@ -424,8 +499,9 @@ export class OperatorTasks {
     const current = (this.#releases.get(partition) ?? 0) === releases;
     if (current && (!this.#ownedPartitions || this.#ownedPartitions.has(partition))) {
       this.#tasks.set(stage.index, partition, task);
-      // The tail read goes into the store, which then covers the changelog up to its end.
-      if (store && (records.length > 0 || (topicId !== undefined && store.topicId === undefined))) {
+      // The tail read goes into the store, which then covers the changelog up to its end (a
+      // spilling restore wrote it already).
+      if (store && !read.lazy && (records.length > 0 || (topicId !== undefined && store.topicId === undefined))) {
         this.#track(store.write(read.changes, records.length > 0 ? records[records.length - 1]!.offset + 1n : store.covered ?? 0n, topicId));
       }
     } else {
@@ -574,7 +650,7 @@ export class OperatorTasks {
   /** Changelog records of everything that changed since the last call: dirty keys, tombstones, covered offsets. */
   drainChangelog(): OutboundRecord[] {
     const out: OutboundRecord[] = [];
-    const forStores: Array<{ task: Task; changes: StoreChange[] }> = [];
+    const forStores: Array<{ task: Task; changes: StoreChange[]; drains: number }> = [];
     let keys = 0;
     let bytes = 0;
     for (const task of this.#tasks.values()) {
@@ -593,7 +669,7 @@ export class OperatorTasks {
         add(OFFSETS_KEY, JSON.stringify(Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]))));
         task.offsetsDirty = false;
       }
-      if (changes.length) forStores.push({ task, changes });
+      if (changes.length) forStores.push({ task, changes, drains: task.op.drains ?? 0 });
       // The cap is checked once per checkpoint: stateSize() walks the live keys.
       const size = task.op.stateSize();
       if (size.keys > this.#options.maxStateKeys) {
@@ -612,7 +688,7 @@ export class OperatorTasks {
   }
 
   /** What each drained changelog holds for the local stores, until it is committed (`persist`) or dropped. */
-  readonly #drained = new WeakMap<OutboundRecord[], Array<{ task: Task; changes: StoreChange[] }>>();
+  readonly #drained = new WeakMap<OutboundRecord[], Array<{ task: Task; changes: StoreChange[]; drains: number }>>();
 
   /**
    * A drained changelog is committed (exactly-once: its transaction; at-least-once: acknowledged):
@@ -627,7 +703,12 @@ export class OperatorTasks {
     this.#drained.delete(changelog);
     const firsts = new Map<number, bigint>();
     for (const w of written ?? []) if (w.topic === this.#options.stateTopic) firsts.set(w.partition, w.offset);
-    for (const { task, changes } of drained) this.#track(task.store!.write(changes, firsts.get(task.partition)));
+    for (const { task, changes, drains } of drained) {
+      const write = task.store!.write(changes, firsts.get(task.partition));
+      this.#track(write);
+      // A spilling operator may now let go of what this drain wrote (the store holds it).
+      if (task.op.settled) void write.then((done) => done && task.op.settled!(drains), () => {});
+    }
   }
 
   /** A store write's failure (disk full, read-only) is fatal: it reaches the loop through this. */
@@ -687,13 +768,15 @@ export class OperatorTasks {
   }
 
   /** Live state fed by one partition of one topic, over the stateful stages (for the build record); undefined when none. */
-  sizeOf(topic: string, partition: number): { keys: number; bytes: number; store?: { keys: number; bytesOnDisk: number } } | undefined {
-    let size: { keys: number; bytes: number; store?: { keys: number; bytesOnDisk: number } } | undefined;
+  sizeOf(topic: string, partition: number): StateSize | undefined {
+    let size: StateSize | undefined;
     for (const task of this.#tasks.values()) {
       if (task.partition !== partition || !this.#stageTopics(task.stage).has(topic)) continue;
       const s = task.op.stateSize();
-      size = { keys: (size?.keys ?? 0) + s.keys, bytes: (size?.bytes ?? 0) + s.bytes, ...(size?.store ? { store: size.store } : {}) };
+      size = { keys: (size?.keys ?? 0) + s.keys, bytes: (size?.bytes ?? 0) + s.bytes, ...(size?.store ? { store: size.store } : {}), ...(size?.cache ? { cache: size.cache } : {}) };
       if (task.store) size.store = { keys: (size.store?.keys ?? 0) + task.store.keys, bytesOnDisk: (size.store?.bytesOnDisk ?? 0) + task.store.bytesOnDisk };
+      const cache = task.op.cacheStats?.();
+      if (cache) size.cache = { resident: (size.cache?.resident ?? 0) + cache.resident, hits: (size.cache?.hits ?? 0) + cache.hits, misses: (size.cache?.misses ?? 0) + cache.misses };
     }
     return size;
   }

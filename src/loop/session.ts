@@ -122,6 +122,7 @@ export class Session {
       stateTopic,
       idlePartitionMs: settings.idlePartitionMs,
       maxStateKeys: settings.stateMaxKeys,
+      cacheKeys: settings.stateCacheKeys,
       pipeline: plan.pipeline,
       log,
       ...(stores ? { stores } : {}),

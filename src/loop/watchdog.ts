@@ -167,6 +167,7 @@ export class Watchdog {
         ...(end !== undefined && position !== undefined ? { lag: Math.max(0, Number(end - position)) } : {}),
         ...(size ? { stateKeys: size.keys, stateBytes: size.bytes } : {}),
         ...(size?.store ? { storeKeys: size.store.keys, storeBytesOnDisk: size.store.bytesOnDisk } : {}),
+        ...(size?.cache ? { cacheKeys: size.cache.resident, cacheHitRate: hitRate(size.cache.hits, size.cache.misses) } : {}),
         ...(restoring?.has(tp.partition) ? { restoring: true, ...(progress.has(tp.partition) ? { restore: progress.get(tp.partition)! } : {}) } : {}),
       };
     });
@@ -217,4 +218,9 @@ export class Watchdog {
     }
     return undefined;
   }
+}
+
+/** Hits over lookups, to 4 decimals; null before the first lookup. */
+function hitRate(hits: number, misses: number): number | null {
+  return hits + misses === 0 ? null : Math.round((hits / (hits + misses)) * 10_000) / 10_000;
 }

@@ -24,6 +24,9 @@ export interface PartitionStatus {
   stateKeys?: number;
   storeKeys?: number;
   storeBytesOnDisk?: number;
+  /** Spilling operators: entities in memory, and the share of lookups that found theirs there. */
+  cacheKeys?: number;
+  cacheHitRate?: number | null;
   /** While restoring: changelog records read of those to read, entries from the local store, rate (records/s), ETA (s). */
   restore?: { read: number; total: number; fromStore: number; rate: number; etaSeconds: number | null };
 }

@@ -20,6 +20,7 @@ import { compileTopN, topNSchema } from "./top-n.ts";
 import { compileWindowedAggregate, windowedAggregateSchema } from "./windowed-aggregate.ts";
 
 export type {
+  CacheStats,
   CompiledOperator,
   Operator,
   OperatorContext,
@@ -27,8 +28,10 @@ export type {
   OperatorOutput,
   OperatorSnapshot,
   StateEntry,
+  StateSource,
 } from "./operator.ts";
 export { NO_OUTPUT, SNAPSHOT_VERSION } from "./operator.ts";
+export { META_KEY } from "./operator-state.ts";
 export { eventTimeOf, parseIsoTime } from "./event-time.ts";
 export type { AggregateDef, AggregateOp } from "./aggregates.ts";
 export type { StateStore } from "./state-store.ts";

@@ -3,9 +3,10 @@ import type { Row } from "../expr/index.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, readGroup, writeGroup } from "./group-key.ts";
 import { MinHeap } from "./min-heap.ts";
-import type { CompiledOperator, OperatorContext, OperatorOutput } from "./operator.ts";
-import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
-import { approxBytes, type StateReader } from "./state-values.ts";
+import type { CacheStats, CompiledOperator, OperatorContext, OperatorOutput, StateSource } from "./operator.ts";
+import { OperatorState, StatefulOperator } from "./operator-state.ts";
+import { Spill, type SpillEntity } from "./spill.ts";
+import { approxBytes, StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, groupByColumns, groupedOperator, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
 
 export const lastNSchema = v.strictObject({
@@ -51,7 +52,7 @@ interface LastNConfig {
 }
 
 /** One group's last n items, as a ring. Key: `g:<group key JSON>`. */
-interface Recent extends Entity {
+interface Recent extends SpillEntity {
   /** The group's in-memory identity (see GroupKey.idOf). */
   readonly id: unknown;
   readonly group: unknown[];
@@ -76,6 +77,8 @@ class LastN extends StatefulOperator<Recent> {
   readonly #groups = new Map<unknown, Recent>();
   /** Expiries, when expireAfterMs is set; a group that saw a later row leaves a stale one behind. */
   readonly #timers = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
+  /** Set while the state lives in a store (see `spill`); memory then holds a bounded part of it. */
+  #spill: Spill | undefined;
 
   constructor(config: LastNConfig) {
     super();
@@ -93,7 +96,7 @@ class LastN extends StatefulOperator<Recent> {
           this.#setTimer(g);
         }
       },
-      live: () => this.#groups.values(),
+      live: () => this.#spill === undefined ? this.#groups.values() : [...this.#groups.values(), ...this.#stored()],
     });
   }
 
@@ -103,10 +106,17 @@ class LastN extends StatefulOperator<Recent> {
     const { n, column } = this.#c;
     const id = this.#c.group.idOfRow(row);
     let g = this.#groups.get(id);
+    if (g === undefined && this.#spill !== undefined) {
+      g = this.#fetch(this.#c.group.values(row));
+      if (g !== undefined) this.#groups.set(id, g);
+    } else if (g !== undefined && this.#spill !== undefined) {
+      this.#spill.hits++;
+      g.hot = true;
+    }
     if (g === undefined) {
       const group = this.#c.group.values(row);
       const key = `g:${this.#c.group.textOf(group)}`;
-      g = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, id, group, items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 2 * key.length };
+      g = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, drainedAt: 0, hot: false, id, group, items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 2 * key.length };
       this.#groups.set(id, g);
       this.state.created(g);
       this.#setTimer(g);
@@ -153,7 +163,12 @@ class LastN extends StatefulOperator<Recent> {
 
   read(group: readonly unknown[]): Row[] {
     this.state.ready();
-    const g = this.#groups.get(this.#c.group.idOf(group));
+    let g = this.#groups.get(this.#c.group.idOf(group));
+    if (g === undefined && this.#spill !== undefined) {
+      const key = `g:${this.#c.group.textOf(group)}`;
+      const value = this.#spill.source.get(key);
+      if (value !== undefined) g = this.#decodeStored(key, value);
+    }
     if (g === undefined) return [];
     const out: Row = {};
     writeGroup(out, this.#c.group.columns, g.group);
@@ -164,13 +179,65 @@ class LastN extends StatefulOperator<Recent> {
   *groups(): Iterable<readonly unknown[]> {
     this.state.ready();
     for (const g of this.#groups.values()) yield g.group;
+    for (const g of this.#stored()) yield g.group;
   }
 
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;
     for (const g of this.#groups.values()) bytes += g.bytes;
-    return { keys: this.#groups.size, bytes };
+    const spill = this.#spill;
+    if (spill === undefined) return { keys: this.#groups.size, bytes };
+    return { keys: spill.keys(spill.source.keys, this.#groups.values()), bytes };
+  }
+
+  /**
+   * State beyond memory (see Operator.spill). Not with expireAfterMs: its expiries are a timer per
+   * group in memory.
+   */
+  spill(source: StateSource, cacheKeys: number): boolean {
+    if (this.#c.expireAfterMs !== undefined) return false;
+    this.state.ready();
+    this.#spill = new Spill(source, cacheKeys);
+    this.state.stampDrains = true;
+    return true;
+  }
+
+  settled(drains: number): void {
+    const spill = this.#spill;
+    if (spill === undefined) return;
+    if (drains > spill.settledDrains) spill.settledDrains = drains;
+    if (spill.excess(this.#groups.size) > 0) spill.evict(this.#groups.size, () => this.#groups.values(), (g) => this.#groups.delete(g.id));
+  }
+
+  cacheStats(): CacheStats | undefined {
+    return this.#spill?.stats(this.#groups.size);
+  }
+
+  /** Spilling: the stored group, not in memory; undefined when the store has none. */
+  #fetch(group: readonly unknown[]): Recent | undefined {
+    const spill = this.#spill!;
+    spill.misses++;
+    const key = `g:${this.#c.group.textOf(group)}`;
+    const value = spill.source.get(key);
+    return value === undefined ? undefined : this.#decodeStored(key, value);
+  }
+
+  #decodeStored(key: string, value: unknown): Recent {
+    const r = new StateReader(OP, key);
+    const g = this.#decode(r, value);
+    if (g.key !== key) r.fail(`the value belongs to key ${JSON.stringify(g.key)}`);
+    return g;
+  }
+
+  /** Spilling: the stored groups not in memory, decoded. */
+  *#stored(): Iterable<Recent> {
+    const spill = this.#spill;
+    if (spill === undefined) return;
+    for (const { key, value } of spill.source.prefixed("g:")) {
+      const g = this.#decodeStored(key, value);
+      if (!this.#groups.has(g.id)) yield g;
+    }
   }
 
   #setTimer(g: Recent): void {
@@ -188,7 +255,7 @@ class LastN extends StatefulOperator<Recent> {
     return {
       key,
       seq: r.integer(o.seq, "seq"),
-      persisted: true, dirty: false, removed: false,
+      persisted: true, dirty: false, removed: false, drainedAt: 0, hot: false,
       id: this.#c.group.idOf(group),
       group,
       items: [...items],

@@ -21,6 +21,8 @@ export interface Entity {
   dirty: boolean;
   /** Gone from the live state (OperatorState's bookkeeping; start false). */
   removed: boolean;
+  /** Spilling operators only (see spill.ts): the drain that last wrote it. */
+  drainedAt?: number;
 }
 
 export interface StateCodec<E extends Entity> {
@@ -61,6 +63,10 @@ export class OperatorState<E extends Entity> {
   #restoredSeq = 0;
   #restoredWatermark = -Infinity;
   #needsLoad = false;
+  /** How many times drainChanges ran. */
+  drains = 0;
+  /** Stamp each drained entity with `drainedAt` (a spilling operator's entities carry the field). */
+  stampDrains = false;
 
   constructor(op: string, codec: StateCodec<E>) {
     this.op = op;
@@ -154,10 +160,13 @@ export class OperatorState<E extends Entity> {
     for (const key of this.#tombstones) out.push({ key, value: null });
     if (this.#metaDirty) out.push({ key: META_KEY, value: this.#meta() });
     // Only now that every value encoded: a refused batch stays dirty.
+    const drain = ++this.drains;
+    const stamp = this.stampDrains;
     for (let i = 0; i < dirty.length; i++) {
       const entity = dirty[i]!;
       entity.dirty = false;
       if (!entity.removed) entity.persisted = true;
+      if (stamp) entity.drainedAt = drain;
     }
     this.#dirty = [];
     this.#removedDirty = 0;
@@ -264,6 +273,10 @@ export abstract class StatefulOperator<E extends Entity> implements Operator {
 
   drainChanges(): StateEntry[] {
     return this.state.drainChanges();
+  }
+
+  get drains(): number {
+    return this.state.drains;
   }
 
   restore(entries: Iterable<StateEntry>, options?: { unique?: boolean }): void {

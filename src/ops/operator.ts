@@ -35,6 +35,31 @@ export interface OperatorSnapshot {
  */
 export const NO_OUTPUT: OperatorOutput = Object.freeze({ rows: Object.freeze([]) as unknown as Row[], late: Object.freeze([]) as unknown as Row[] });
 
+/**
+ * Committed state an operator can read back on demand: the local state store of its task (see
+ * `Operator.spill`). Values are the changelog's JSON values; reads are synchronous.
+ */
+export interface StateSource {
+  /** The committed value of one state key; undefined when the key has none. */
+  get(key: string): unknown;
+  /** Committed entries whose key starts with `prefix`, in key order; only keys after `after` when given. */
+  prefixed(prefix: string, after?: string): Iterable<StateEntry>;
+  /** The first committed key at or after `from` in key order, or undefined. */
+  firstKeyFrom(from: string): string | undefined;
+  /** How many of the operator's entity keys are committed (not counting bookkeeping such as "meta"). */
+  readonly keys: number;
+}
+
+/** What a spilling operator holds in memory and how often it found a key there. */
+export interface CacheStats {
+  /** Entities in memory now. */
+  resident: number;
+  /** Lookups that found their entity in memory. */
+  hits: number;
+  /** Lookups that went to the store (found there or not). */
+  misses: number;
+}
+
 /** The snapshot format this build writes and reads. */
 export const SNAPSHOT_VERSION = 1;
 
@@ -80,6 +105,20 @@ export interface Operator {
   read?(group: readonly unknown[]): Row[];
   /** Every group key with state here, each once, in no particular order. */
   groups?(): Iterable<readonly unknown[]>;
+  /**
+   * State beyond memory: from now on the operator reads its committed state from `source` on
+   * demand and keeps at most about `cacheKeys` entities in memory (plus those changed since their
+   * last commit). Call after `restore` of the bookkeeping entries only (the "meta" key), before the
+   * first process() or advance(). False (and nothing changes) when this configuration cannot spill.
+   * Absent on operators that keep all their state in memory.
+   */
+  spill?(source: StateSource, cacheKeys: number): boolean;
+  /** How many times drainChanges() ran: pass it to `settled` once that drain's changes are in the source. */
+  readonly drains?: number;
+  /** Every change of drains 1..`drains` is now committed in the source: entities unchanged since may leave memory. */
+  settled?(drains: number): void;
+  /** Memory use and hit counts while spilling; undefined when not spilling. */
+  cacheStats?(): CacheStats | undefined;
 }
 
 /** Where a step sits, and how many inputs its stage has. */

@@ -3,9 +3,10 @@ import type { Row } from "../expr/index.ts";
 import { aggregateList, Aggregates, type Slots } from "./aggregates.ts";
 import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, readGroup, writeGroup } from "./group-key.ts";
-import { type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput } from "./operator.ts";
-import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
-import type { StateReader } from "./state-values.ts";
+import { type CacheStats, type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput, type StateSource } from "./operator.ts";
+import { OperatorState, StatefulOperator } from "./operator-state.ts";
+import { Spill, type SpillEntity } from "./spill.ts";
+import { StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
 import { hoppingStarts, tumblingStart } from "./time-windows.ts";
 
@@ -57,7 +58,7 @@ interface WindowConfig {
 }
 
 /** One group's accumulators in one window. Key: `w:<start>:<group key JSON>`. */
-interface Window extends Entity {
+interface Window extends SpillEntity {
   readonly start: number;
   /** The group's in-memory identity (see GroupKey.idOf). */
   readonly id: unknown;
@@ -76,6 +77,20 @@ class WindowedAggregate extends StatefulOperator<Window> {
   // Per-row scratch, reused (process is synchronous).
   readonly #values: unknown[];
   readonly #starts: number[] = [];
+  /** Set while the state lives in a store (see `spill`); memory then holds a bounded part of it. */
+  #spill: Spill | undefined;
+  /**
+   * Spilling: window starts that may have windows in the store and not in memory (all starts of
+   * the store at first, and each start a window of which left memory). A start not here has all
+   * its live windows in memory, so a new group's window needs no store lookup.
+   */
+  readonly #coldStarts = new Set<number>();
+  /**
+   * Spilling: due starts whose stored windows are being fired in parts (a budget per advance),
+   * with the last key fired and the keys fired from memory (the store still holds them until
+   * their tombstones are written).
+   */
+  readonly #firing = new Map<number, { after: string | undefined; fromMemory: Set<string> }>();
 
   constructor(config: WindowConfig) {
     super();
@@ -92,7 +107,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
       load: (windows) => {
         for (const w of windows) this.#insert(w);
       },
-      live: () => this.#live(),
+      live: () => this.#spill === undefined ? this.#live() : [...this.#live(), ...this.#stored()],
     });
   }
 
@@ -123,32 +138,53 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   advance(watermark: number): Row[] {
     this.state.begin();
-    if (!this.state.advanceTo(watermark)) return [];
+    const spill = this.#spill;
+    if (!this.state.advanceTo(watermark) && (spill === undefined || !this.#coldDue())) return [];
+    watermark = this.state.watermark;
     const out: Row[] = [];
     let fired = 0;
     while (fired < this.#ends.length && this.#ends[fired]! <= watermark) {
       const end = this.#ends[fired++]!;
       const windows = this.#byEnd.get(end)!;
       this.#byEnd.delete(end);
+      // Spilling: the store may hold these windows too (until their tombstones are written).
+      const start = end - this.#c.sizeMs;
+      let fromMemory: Set<string> | undefined;
+      if (spill !== undefined && this.#coldStarts.has(start)) {
+        if (!this.#firing.has(start)) this.#firing.set(start, { after: undefined, fromMemory: new Set() });
+        fromMemory = this.#firing.get(start)!.fromMemory;
+      }
       for (const w of windows.values()) {
         out.push(this.#result(w, end));
         this.state.removed(w);
+        fromMemory?.add(w.key);
       }
       this.#count -= windows.size;
     }
     if (fired > 0) this.#ends = this.#ends.slice(fired);
+    if (spill !== undefined) this.#fireStored(out, Math.max(spill.cacheKeys, 10_000));
     return out;
   }
 
   read(group: readonly unknown[]): Row[] {
     this.state.ready();
     const id = this.#c.group.idOf(group);
-    const out: Row[] = [];
+    const found: Window[] = [];
     for (const end of this.#ends) {
       const w = this.#byEnd.get(end)!.get(id);
-      if (w !== undefined) out.push(this.#result(w, end));
+      if (w !== undefined) found.push(w);
     }
-    return out;
+    // Spilling: the group's windows of stored starts that are not in memory.
+    if (this.#spill !== undefined) {
+      for (const start of this.#coldStarts) {
+        if (this.#byEnd.get(start + this.#c.sizeMs)?.has(id)) continue;
+        const key = `w:${start}:${this.#c.group.textOf(group)}`;
+        const value = this.#spill.source.get(key);
+        if (value !== undefined && this.#storedLive(key, start)) found.push(this.#decodeStored(key, value));
+      }
+      found.sort((a, b) => a.start - b.start);
+    }
+    return found.map((w) => this.#result(w, w.start + this.#c.sizeMs));
   }
 
   *groups(): Iterable<readonly unknown[]> {
@@ -159,13 +195,39 @@ class WindowedAggregate extends StatefulOperator<Window> {
       seen.add(w.id);
       yield w.group;
     }
+    for (const w of this.#stored()) {
+      if (seen.has(w.id)) continue;
+      seen.add(w.id);
+      yield w.group;
+    }
   }
 
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;
     for (const w of this.#live()) bytes += 96 + 4 * w.key.length + this.#c.aggs.bytes(w.acc);
-    return { keys: this.#count, bytes };
+    const spill = this.#spill;
+    return { keys: spill === undefined ? this.#count : spill.keys(spill.source.keys, this.#live()), bytes };
+  }
+
+  /** Spilling: whether a stored window (not in memory) is live: its start not fired, or not this key yet. */
+  #storedLive(key: string, start: number): boolean {
+    if (!this.#coldStarts.has(start)) return false;
+    const firing = this.#firing.get(start);
+    return firing === undefined || !((firing.after !== undefined && key <= firing.after) || firing.fromMemory.has(key));
+  }
+
+  /** Spilling: the live windows in the store and not in memory, decoded. */
+  *#stored(): Iterable<Window> {
+    const spill = this.#spill;
+    if (spill === undefined) return;
+    const resident = new Set<string>();
+    for (const w of this.#live()) resident.add(w.key);
+    for (const start of [...this.#coldStarts].sort((a, b) => a - b)) {
+      for (const { key, value } of spill.source.prefixed(`w:${start}:`)) {
+        if (!resident.has(key) && this.#storedLive(key, start)) yield this.#decodeStored(key, value);
+      }
+    }
   }
 
   #add(start: number, id: unknown, row: Row, time: number): void {
@@ -173,11 +235,18 @@ class WindowedAggregate extends StatefulOperator<Window> {
     let windows = this.#byEnd.get(end);
     if (windows === undefined) windows = this.#openEnd(end);
     let w = windows.get(id);
+    if (w === undefined && this.#spill !== undefined && this.#coldStarts.has(start)) {
+      w = this.#fetch(start, this.#c.group.values(row));
+      if (w !== undefined) windows.set(id, w), this.#count++;
+    } else if (w !== undefined && this.#spill !== undefined) {
+      this.#spill.hits++;
+      w.hot = true;
+    }
     if (w === undefined) {
       const acc = this.#c.aggs.create();
       const group = this.#c.group.values(row);
       const key = `w:${start}:${this.#c.group.textOf(group)}`;
-      w = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, start, id, group, acc };
+      w = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, drainedAt: 0, hot: false, start, id, group, acc };
       windows.set(id, w);
       this.#count++;
       this.state.created(w);
@@ -185,6 +254,83 @@ class WindowedAggregate extends StatefulOperator<Window> {
       this.state.touched(w);
     }
     this.#c.aggs.add(w.acc, this.#values, time);
+  }
+
+  /** Spilling: the stored window of (start, group), not in memory; undefined when the store has none. */
+  #fetch(start: number, group: readonly unknown[]): Window | undefined {
+    const spill = this.#spill!;
+    spill.misses++;
+    const key = `w:${start}:${this.#c.group.textOf(group)}`;
+    const value = spill.source.get(key);
+    return value === undefined ? undefined : this.#decodeStored(key, value);
+  }
+
+  #decodeStored(key: string, value: unknown): Window {
+    const r = new StateReader(OP, key);
+    const w = this.#decode(r, value);
+    if (w.key !== key) r.fail(`the value belongs to key ${JSON.stringify(w.key)}`);
+    return w;
+  }
+
+  spill(source: StateSource, cacheKeys: number): boolean {
+    this.state.ready();
+    this.#spill = new Spill(source, cacheKeys);
+    this.state.stampDrains = true;
+    // Every window start the store holds, one cursor seek per start (keys sort by start's text).
+    for (let key = source.firstKeyFrom("w:"); key !== undefined && key.startsWith("w:");) {
+      const colon = key.indexOf(":", 2);
+      const start = Number(key.slice(2, colon));
+      if (colon < 0 || !Number.isFinite(start)) new StateReader(OP, key).fail("the key is not w:<start>:<group>");
+      this.#coldStarts.add(start);
+      key = source.firstKeyFrom(`w:${key.slice(2, colon)};`);
+    }
+    return true;
+  }
+
+  settled(drains: number): void {
+    const spill = this.#spill;
+    if (spill === undefined) return;
+    if (drains > spill.settledDrains) spill.settledDrains = drains;
+    if (spill.excess(this.#count) === 0) return;
+    spill.evict(this.#count, () => this.#live(), (w) => {
+      this.#byEnd.get(w.start + this.#c.sizeMs)!.delete(w.id);
+      this.#count--;
+      this.#coldStarts.add(w.start);
+    });
+  }
+
+  cacheStats(): CacheStats | undefined {
+    return this.#spill?.stats(this.#count);
+  }
+
+  /** Spilling: whether a stored start is due (its windows closed) and not fired yet. */
+  #coldDue(): boolean {
+    for (const start of this.#coldStarts) if (start + this.#c.sizeMs <= this.state.watermark) return true;
+    return false;
+  }
+
+  /**
+   * Spilling: fires the stored windows (not in memory) of due starts, oldest start first, at most
+   * `budget` of them; the rest go at the next advance (late rows for them are refused meanwhile).
+   */
+  #fireStored(out: Row[], budget: number): void {
+    const spill = this.#spill!;
+    const due = [...this.#coldStarts].filter((s) => s + this.#c.sizeMs <= this.state.watermark).sort((a, b) => a - b);
+    for (const start of due) {
+      const firing = this.#firing.get(start) ?? { after: undefined, fromMemory: new Set<string>() };
+      this.#firing.set(start, firing);
+      const end = start + this.#c.sizeMs;
+      for (const { key, value } of spill.source.prefixed(`w:${start}:`, firing.after)) {
+        if (budget-- <= 0) return;
+        firing.after = key;
+        if (firing.fromMemory.has(key)) continue;
+        const w = this.#decodeStored(key, value);
+        out.push(this.#result(w, end));
+        this.state.removed(w);
+      }
+      this.#coldStarts.delete(start);
+      this.#firing.delete(start);
+    }
   }
 
   #openEnd(end: number): Map<unknown, Window> {
@@ -225,7 +371,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
     return {
       key: `w:${start}:${this.#c.group.textOf(group)}`,
       seq: r.integer(o.seq, "seq"),
-      persisted: true, dirty: false, removed: false,
+      persisted: true, dirty: false, removed: false, drainedAt: 0, hot: false,
       start,
       id: this.#c.group.idOf(group),
       group,

@@ -14,6 +14,8 @@ import { join, resolve } from "node:path";
 import type { Database, RootDatabase } from "lmdb";
 import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
+import type { StateEntry, StateSource } from "../ops/index.ts";
+import { prefixEnd } from "../ops/spill.ts";
 
 type Lmdb = typeof import("lmdb");
 /** The store open on each path in this thread (see LocalStateStore.open). */
@@ -292,9 +294,39 @@ export class LocalStateStore {
     return this.#meta.get(TOPIC_ID);
   }
 
+  /** The stored value of one key (decoded JSON); undefined when it has none. */
+  get(key: string): unknown {
+    return this.#state.get(key);
+  }
+
   /** Every stored key and its value (decoded JSON). */
   *entries(): Iterable<{ key: string; value: unknown }> {
     for (const { key, value } of this.#state.getRange({})) yield { key: key as string, value };
+  }
+
+  /**
+   * The store as a spilling operator's StateSource: synchronous reads of the committed state
+   * (LMDB's reads see every write transaction that has completed).
+   */
+  source(): StateSource {
+    const state = this.#state;
+    const store = this;
+    return {
+      get: (key: string) => state.get(key),
+      *prefixed(prefix: string, after?: string): Iterable<StateEntry> {
+        for (const { key, value } of state.getRange({ start: after ?? prefix, end: prefixEnd(prefix) })) {
+          if (key === after) continue;
+          yield { key: key as string, value };
+        }
+      },
+      firstKeyFrom: (from) => {
+        for (const key of state.getKeys({ start: from })) if (typeof key === "string") return key;
+        return undefined;
+      },
+      get keys() {
+        return store.keys;
+      },
+    };
   }
 
   /** Live keys in the store. */

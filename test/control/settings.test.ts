@@ -20,6 +20,7 @@ describe("parseSettings", () => {
       sessionTimeoutMs: 10000,
       idlePartitionMs: 10000,
       stateMaxKeys: 1000000,
+      stateCacheKeys: 100000,
       standbyReplicas: 0,
       lateRows: "drop",
       repartitionPartitions: 0,
