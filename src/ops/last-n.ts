@@ -116,7 +116,7 @@ class LastN extends StatefulOperator<Recent> {
     if (g === undefined) {
       const group = this.#c.group.values(row);
       const key = `g:${this.#c.group.textOf(group)}`;
-      g = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, drainedAt: 0, hot: false, id, group, items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 2 * key.length };
+      g = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, drainedAt: 0, hot: false, inSource: false, id, group, items: [], itemBytes: [], next: 0, latest: eventTime, bytes: 96 + 2 * key.length };
       this.#groups.set(id, g);
       this.state.created(g);
       this.#setTimer(g);
@@ -227,6 +227,7 @@ class LastN extends StatefulOperator<Recent> {
     const r = new StateReader(OP, key);
     const g = this.#decode(r, value);
     if (g.key !== key) r.fail(`the value belongs to key ${JSON.stringify(g.key)}`);
+    g.inSource = true;
     return g;
   }
 
@@ -255,7 +256,7 @@ class LastN extends StatefulOperator<Recent> {
     return {
       key,
       seq: r.integer(o.seq, "seq"),
-      persisted: true, dirty: false, removed: false, drainedAt: 0, hot: false,
+      persisted: true, dirty: false, removed: false, drainedAt: 0, hot: false, inSource: false,
       id: this.#c.group.idOf(group),
       group,
       items: [...items],

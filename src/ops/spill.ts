@@ -14,6 +14,8 @@ export interface SpillEntity extends Entity {
   drainedAt: number;
   /** Used since the last eviction pass: it survives one pass (a second chance, as in CLOCK). */
   hot: boolean;
+  /** Read from the source (so its key is there, whatever changed since). */
+  inSource: boolean;
 }
 
 export class Spill {
@@ -72,7 +74,7 @@ export class Spill {
   /** Live keys: the source's entity keys plus those in memory it does not hold yet. */
   keys(sourceEntityKeys: number, resident: Iterable<SpillEntity>): number {
     let unsettled = 0;
-    for (const e of resident) if (!e.persisted || e.drainedAt > this.settledDrains) unsettled++;
+    for (const e of resident) if (!e.inSource && (!e.persisted || e.drainedAt > this.settledDrains)) unsettled++;
     return sourceEntityKeys + unsettled;
   }
 }

@@ -246,7 +246,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
       const acc = this.#c.aggs.create();
       const group = this.#c.group.values(row);
       const key = `w:${start}:${this.#c.group.textOf(group)}`;
-      w = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, drainedAt: 0, hot: false, start, id, group, acc };
+      w = { key, seq: this.state.nextSeq(), persisted: false, dirty: false, removed: false, drainedAt: 0, hot: false, inSource: false, start, id, group, acc };
       windows.set(id, w);
       this.#count++;
       this.state.created(w);
@@ -269,6 +269,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
     const r = new StateReader(OP, key);
     const w = this.#decode(r, value);
     if (w.key !== key) r.fail(`the value belongs to key ${JSON.stringify(w.key)}`);
+    w.inSource = true;
     return w;
   }
 
@@ -371,7 +372,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
     return {
       key: `w:${start}:${this.#c.group.textOf(group)}`,
       seq: r.integer(o.seq, "seq"),
-      persisted: true, dirty: false, removed: false, drainedAt: 0, hot: false,
+      persisted: true, dirty: false, removed: false, drainedAt: 0, hot: false, inSource: false,
       start,
       id: this.#c.group.idOf(group),
       group,

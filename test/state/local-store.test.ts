@@ -134,7 +134,10 @@ describe("the local state store", () => {
   });
 });
 
-describe("a restore with the local store", () => {
+describe.each([
+  { name: "state in memory", cacheKeys: undefined },
+  { name: "state spilling (2 windows in memory)", cacheKeys: 2 },
+])("a restore with the local store, $name", ({ cacheKeys }) => {
   const T0 = 1_717_000_000_000;
   const stage = compileTopology({
     stages: [{ inputs: ["in"], output: "out", steps: [{ op: "windowedAggregate", timeColumn: "ts", windowMs: 60_000, groupBy: ["key"], aggs: [{ op: "count", alias: "n" }] }] }],
@@ -168,10 +171,16 @@ describe("a restore with the local store", () => {
 
   function tasksOn(admin: Admin, dir: string) {
     const counters = emptyCounters();
-    const tasks = new OperatorTasks([stage], admin, { stateTopic: "fv-state-p", idlePartitionMs: 10_000, maxStateKeys: 1_000_000, pipeline: "p", stores: new LocalStateStores(dir, () => {}) }, counters);
+    const tasks = new OperatorTasks([stage], admin, { stateTopic: "fv-state-p", idlePartitionMs: 10_000, maxStateKeys: 1_000_000, pipeline: "p", stores: new LocalStateStores(dir, () => {}), ...(cacheKeys ? { cacheKeys } : {}) }, counters);
     tasks.setStageTopics(stage, ["in"]);
     return { tasks, counters };
   }
+
+  /** An operator's state, entries in key order (a spilling operator lists those in memory first). */
+  const stateOf = (op: { snapshot(): { entries: Array<{ key: string }> } }) => {
+    const snapshot = op.snapshot();
+    return { ...snapshot, entries: [...snapshot.entries].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)) };
+  };
 
   const feed = (tasks: OperatorTasks, task: Awaited<ReturnType<OperatorTasks["task"]>>, keys: string[], from: number) =>
     keys.forEach((key, i) => tasks.process(task, { topic: "in", partition: 0, offset: BigInt(from + i), timestamp: 0n, key: null, value: null, headers: [] }, { key, ts: T0 + from + i }, 0));
@@ -189,11 +198,12 @@ describe("a restore with the local store", () => {
     drained = first.tasks.drainChangelog();
     first.tasks.persist(drained, append(drained));
     const stored = drained.length;
-    await first.tasks.close();
     // Records the store never saw (the process died before its write): they are the tail.
     feed(first.tasks, task, ["e", "a"], 5);
     const unseen = first.tasks.drainChangelog();
     append(unseen);
+    const expected = stateOf(task.op);
+    await first.tasks.close();
 
     const second = tasksOn(admin, dir);
     const restored = await second.tasks.task(stage, 0);
@@ -201,7 +211,7 @@ describe("a restore with the local store", () => {
     expect(reads).toEqual([undefined, BigInt(log.length - unseen.length - stored)]);
     expect(second.counters.restoredRecords).toBe(stored + unseen.length);
     expect(second.counters.restoredFromStore).toBeGreaterThan(0);
-    expect(restored.op.snapshot()).toEqual(task.op.snapshot());
+    expect(stateOf(restored.op)).toEqual(expected);
     expect(restored.op.stateSize().keys).toBe(5);
     await second.tasks.close();
 
@@ -210,7 +220,7 @@ describe("a restore with the local store", () => {
     const again = await third.tasks.task(stage, 0);
     expect(reads.at(-1)).toBe(BigInt(log.length));
     expect(third.counters.restoredRecords).toBe(0);
-    expect(again.op.snapshot()).toEqual(task.op.snapshot());
+    expect(stateOf(again.op)).toEqual(expected);
     await third.tasks.close();
   });
 
@@ -222,15 +232,50 @@ describe("a restore with the local store", () => {
     feed(first.tasks, task, ["a"], 0);
     const committed = first.tasks.drainChangelog();
     first.tasks.persist(committed, append(committed));
-    const snapshot = task.op.snapshot();
+    const snapshot = stateOf(task.op);
     feed(first.tasks, task, ["b", "c"], 1);
     first.tasks.drainChangelog(); // its transaction aborted: never persisted, never in the log
     await first.tasks.close();
 
     const second = tasksOn(admin, dir);
     const restored = await second.tasks.task(stage, 0);
-    expect(restored.op.snapshot()).toEqual(snapshot);
+    expect(stateOf(restored.op)).toEqual(snapshot);
     expect(restored.op.stateSize().keys).toBe(1);
     await second.tasks.close();
+  });
+
+  test.if(cacheKeys !== undefined)("windows leave memory once their checkpoint is in the store, come back when a row needs them, and every window fires once with its exact count", async () => {
+    const dir = tempDir();
+    const { append, admin } = changelog();
+    const { tasks, counters } = tasksOn(admin, dir);
+    const task = await tasks.task(stage, 0);
+    const keys = Array.from({ length: 300 }, (_, i) => `k${i}`);
+    // Three checkpoints, every key twice: the second pass reads most windows back from the store.
+    feed(tasks, task, keys, 0);
+    let drained = tasks.drainChangelog();
+    tasks.persist(drained, append(drained));
+    await Bun.sleep(50); // the store's write lands; the operator lets go of its windows then
+    expect(tasks.sizeOf("in", 0)?.cache?.resident).toBeLessThanOrEqual(2);
+    await tasks.close();
+    // close() closed the store: a fresh set of tasks over the same store goes on from here.
+    const next = tasksOn(admin, dir);
+    const again = await next.tasks.task(stage, 0);
+    feed(next.tasks, again, keys, 300);
+    drained = next.tasks.drainChangelog();
+    next.tasks.persist(drained, append(drained));
+    feed(next.tasks, again, keys.slice(0, 10), 600);
+    const size = next.tasks.sizeOf("in", 0)!;
+    expect(size.keys).toBe(300);
+    expect(size.cache!.misses).toBeGreaterThanOrEqual(290);
+    expect(size.store!.keys).toBe(303); // 300 windows, the operator's meta, the offsets and event times
+    // The watermark passes the window's end: every window fires once, read back from the store or from memory.
+    const fired = again.op.advance(T0 + 600_000);
+    expect(fired.length).toBe(300);
+    expect(Object.fromEntries(fired.map((r) => [r.key, r.n]))).toEqual(Object.fromEntries(keys.map((k, i) => [k, i < 10 ? 3 : 2])));
+    drained = next.tasks.drainChangelog();
+    next.tasks.persist(drained, append(drained));
+    await next.tasks.close();
+    expect(drained.filter((r) => r.value === null).length).toBe(300);
+    void counters;
   });
 });
