@@ -197,7 +197,9 @@ async function crashRun<R>(exactlyOnce: boolean, kills: number, workload: Worklo
   if (process.env.FV_DEBUG_DUPS || ("duplicates" in verdict && verdict.duplicates)) dumpRuns();
   const restored = [...runs, final].reduce((sum, run) => sum + (lastRecord(run.records)?.metrics?.restoredRecords ?? 0), 0);
   const fromStore = [...runs, final].reduce((sum, run) => sum + (lastRecord(run.records)?.metrics?.restoredFromStore ?? 0), 0);
-  return { killed, ...verdict, restored, fromStore, final: lastRecord(final.records)! };
+  // Spilling operators: the cache hit rates every build record of every run showed.
+  const hitRates = [...runs, final].flatMap((run) => run.records.flatMap((r) => (r.metrics?.partitions ?? []).map((p) => p.cacheHitRate))).filter((h): h is number => typeof h === "number");
+  return { killed, ...verdict, restored, fromStore, hitRates, final: lastRecord(final.records)! };
 }
 
 
@@ -244,10 +246,16 @@ describe("exactly-once", () => {
     expect(tally(out, expectedIds(2000))).toEqual({ missing: [], duplicates: 0, unexpected: [] });
   });
 
-  for (const hop of [false, true]) {
-    test(`a count per key${hop ? " through a repartition hop (random message keys)" : ""}, kill -9 five times under load: every window exactly once with the exact count`, async () => {
-      const result = await crashRun(true, 5, countPerKey(200, 30, 4000, hop));
-      console.log(`exactly-once stateful crash test${hop ? " with a hop" : ""}: ${result.killed} kills, ${result.windows} windows, ${result.missing} missing, ${result.duplicates} duplicates, ${result.wrong.length} wrong; restores read ${result.restored} changelog records and ${result.fromStore} stored entries`);
+  for (const { hop, cacheKeys } of [{ hop: false }, { hop: true }, { hop: false, cacheKeys: 10 }] as Array<{ hop: boolean; cacheKeys?: number }>) {
+    const spilling = cacheKeys === undefined ? "" : `, state beyond memory (STREAM_STATE_CACHE_KEYS=${cacheKeys}: windows read back from the local store)`;
+    test(`a count per key${hop ? " through a repartition hop (random message keys)" : ""}${spilling}, kill -9 five times under load: every window exactly once with the exact count`, async () => {
+      const result = await crashRun(true, 5, countPerKey(200, 30, 4000, hop), cacheKeys === undefined ? {} : { STREAM_STATE_CACHE_KEYS: String(cacheKeys) });
+      if (cacheKeys !== undefined) {
+        // The windows did not fit: the cache was missed and filled again from the store.
+        console.log(`spilling: lowest cache hit rate seen ${Math.min(...result.hitRates)} (${result.hitRates.length} readings)`);
+        expect(result.hitRates.some((h) => h < 1)).toBe(true);
+      }
+      console.log(`exactly-once stateful crash test${hop ? " with a hop" : ""}${cacheKeys === undefined ? "" : " spilling"}: ${result.killed} kills, ${result.windows} windows, ${result.missing} missing, ${result.duplicates} duplicates, ${result.wrong.length} wrong; restores read ${result.restored} changelog records and ${result.fromStore} stored entries`);
       expect(result.killed).toBe(5);
       expect(result.wrong.slice(0, 5)).toEqual([]);
       expect(result.missing).toBe(0);

@@ -1,0 +1,149 @@
+/**
+ * State beyond memory: one windowed count per key over many keys (every key its own group, all in
+ * one open day-long window), with the local store on. Per run: the engine reads the whole input
+ * (`ingest`: start to every row consumed), then one closing row per partition moves the watermark
+ * past the window and every window fires (`fire`: from there to the last output row). The output
+ * is read back afterwards (the engine stopped) and checked exactly: one row per key, count 1.
+ *
+ *   bun bench/state-beyond-memory.ts [keys=20000000] [runs=spill] [runtime=bun]
+ *     runs: comma-separated of spill (STREAM_STATE_CACHE_KEYS=100000, the default) and memory
+ *     (STREAM_STATE_CACHE_KEYS=0: every key in the heap, as before state beyond memory)
+ *   NODE_HEAP_MB=1024 bun bench/state-beyond-memory.ts 20000000 spill node   # Node with --max-old-space-size
+ *
+ * Printed per run: rows/s of the ingest and of the firing, the engine's peak RSS (VmHWM), the
+ * store's keys and bytes on disk, the cache hit rate. Nothing is asserted but the exact output.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { BuildRecord } from "../src/control/types.ts";
+import type { OutboundRecord } from "../src/kafka/port.ts";
+import { type CliRun, lastRecord, logsOf, startCli, waitFor } from "../test/helpers/cli.ts";
+import { transformFile } from "../test/helpers/pipelines.ts";
+import { BROKERS, client, fmt, nextName, runtimeName } from "./lib.ts";
+
+const KEYS = Number(process.argv[2] ?? 20_000_000);
+const RUNS = (process.argv[3] ?? "spill").split(",") as Array<"spill" | "memory">;
+const RUNTIME = (process.argv[4] ?? "bun") as "bun" | "node";
+const PARTITIONS = 4;
+const DAY = 86_400_000;
+const BASE = 1_717_200_000_000 - (1_717_200_000_000 % DAY);
+const metricsOf = (run: CliRun) => lastRecord(run.records)?.metrics as NonNullable<BuildRecord["metrics"]> | undefined;
+
+async function loadInput(topic: string): Promise<void> {
+  const admin = client.admin({ clientId: "bench-admin" });
+  await admin.createTopics([{ topic, partitions: PARTITIONS }]);
+  await admin.close();
+  const producer = client.producer({ clientId: "bench-loader" });
+  const started = Date.now();
+  const inFlight: Promise<unknown>[] = [];
+  for (let i = 0; i < KEYS; i += 10_000) {
+    const batch: OutboundRecord[] = [];
+    for (let j = i; j < Math.min(KEYS, i + 10_000); j++) batch.push({ topic, key: `k${j}`, value: `{"key":"k${j}","ts":${BASE + (j % 3_600_000)}}` });
+    inFlight.push(producer.send(batch));
+    if (inFlight.length >= 4) await inFlight.shift();
+  }
+  await Promise.all(inFlight);
+  await producer.close();
+  console.log(`loaded ${fmt(KEYS)} rows into ${topic} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+/** One row per partition a day later: every partition's event time passes the window's end. */
+async function closeWindow(topic: string): Promise<void> {
+  const producer = client.producer({ clientId: "bench-closer" });
+  await producer.send(Array.from({ length: PARTITIONS }, (_, p) => ({ topic, partition: p, key: `close-${p}`, value: `{"key":"close-${p}","ts":${BASE + 2 * DAY}}` })));
+  await producer.close();
+}
+
+function peakRssMb(pid: number): number {
+  try {
+    const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return hwm ? Math.round(Number(hwm[1]) / 1024) : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Sum of the output topic's end offsets. */
+async function outputCount(consumer: ReturnType<typeof client.consumer>): Promise<number> {
+  return (await consumer.endOffsets()).reduce((sum, e) => sum + Number(e.offset), 0);
+}
+
+async function verify(output: string): Promise<string> {
+  const seen = new Uint8Array(KEYS);
+  const consumer = client.consumer({ groupId: nextName("bench-verify"), clientId: "bench-verify", topics: [output], offsetReset: "earliest" });
+  await consumer.start();
+  let rows = 0;
+  let wrong = 0;
+  let dup = 0;
+  const decoder = new TextDecoder();
+  while (rows < KEYS) {
+    const batch = await consumer.poll(20_000, 1000);
+    for (const r of batch) {
+      rows++;
+      const row = JSON.parse(decoder.decode(r.value!)) as { key: string; n: number; windowStart: number };
+      const i = Number(row.key.slice(1));
+      if (row.n !== 1 || row.windowStart !== BASE || !(i >= 0 && i < KEYS)) wrong++;
+      else if (seen[i]! > 0) dup++;
+      else seen[i] = 1;
+    }
+  }
+  await consumer.close();
+  let missing = 0;
+  for (let i = 0; i < KEYS; i++) if (!seen[i]) missing++;
+  return `${fmt(rows)} rows, ${missing} missing, ${dup} duplicates, ${wrong} wrong`;
+}
+
+async function run(input: string, kind: "spill" | "memory") {
+  const name = nextName(`bench-spill-${kind}`);
+  const output = `${name}-out`;
+  const stateDir = mkdtempSync(join(tmpdir(), "fv-bench-state-"));
+  const file = transformFile(name, input, output, { op: "windowedAggregate", timeColumn: "ts", windowMs: DAY, groupBy: ["key"], aggs: [{ op: "count", alias: "n" }], repartition: false });
+  const env = {
+    STREAM_BROKERS: BROKERS,
+    STREAM_STATE_DIR: stateDir,
+    STREAM_STATE_MAX_KEYS: String(KEYS + 10),
+    STREAM_STATE_CACHE_KEYS: kind === "spill" ? "100000" : "0",
+    STREAM_RECORD_INTERVAL_MS: "1000",
+    STREAM_BATCH_SIZE: "5000",
+    ...(RUNTIME === "node" && process.env.NODE_HEAP_MB ? { NODE_OPTIONS: `--max-old-space-size=${process.env.NODE_HEAP_MB}` } : {}),
+  };
+  const watch = client.consumer({ groupId: nextName("bench-watch"), clientId: "bench-watch", topics: [output], offsetReset: "latest" });
+  const started = Date.now();
+  const engine = startCli(["run", file], { env, runtime: RUNTIME });
+  try {
+    await waitFor(() => (metricsOf(engine)?.consumed ?? 0) >= KEYS || engine.child.exitCode !== null, 3_600_000, "every row consumed");
+    if (engine.child.exitCode !== null) throw new Error(`the engine ended: ${logsOf(engine, 30)}`);
+    const ingested = Date.now();
+    const m = metricsOf(engine)!;
+    const parts = m.partitions ?? [];
+    const sum = (f: (p: (typeof parts)[number]) => number | undefined) => parts.reduce((s, p) => s + (f(p) ?? 0), 0);
+    const atIngest = { rss: peakRssMb(engine.child.pid!), storeKeys: sum((p) => p.storeKeys), disk: sum((p) => p.storeBytesOnDisk), cacheKeys: sum((p) => p.cacheKeys), hit: parts.map((p) => p.cacheHitRate).filter((h) => typeof h === "number") };
+    await closeWindow(input);
+    await watch.start().catch(() => {});
+    await waitFor(async () => (await outputCount(watch)) >= KEYS || engine.child.exitCode !== null, 3_600_000, "every window fired");
+    if (engine.child.exitCode !== null) throw new Error(`the engine ended: ${logsOf(engine, 30)}`);
+    const fired = Date.now();
+    const rss = peakRssMb(engine.child.pid!);
+    engine.child.kill("SIGTERM");
+    await engine.exited;
+    await watch.close().catch(() => {});
+    const exact = await verify(output);
+    const ingestS = (ingested - started) / 1000;
+    const fireS = (fired - ingested) / 1000;
+    console.log(
+      `${kind.padEnd(6)} ${RUNTIME}: ingest ${fmt(KEYS / ingestS)} rows/s (${ingestS.toFixed(1)} s, start and group join included), fire ${fmt(KEYS / fireS)} rows/s (${fireS.toFixed(1)} s); ` +
+        `peak RSS ${atIngest.rss} MiB at ingest end, ${rss} MiB at the end; store ${fmt(atIngest.storeKeys)} keys, ${(atIngest.disk / 2 ** 20).toFixed(0)} MiB on disk; ` +
+        `${fmt(atIngest.cacheKeys)} in memory, hit rates ${atIngest.hit.join(" ")}; output ${exact}`,
+    );
+  } finally {
+    if (engine.child.exitCode === null) engine.child.kill("SIGKILL");
+    rmSync(stateDir, { recursive: true, force: true });
+  }
+}
+
+const input = nextName("bench-spill-in");
+console.log(`state beyond memory: ${fmt(KEYS)} keys, one day-long window, ${PARTITIONS} partitions; bench on ${runtimeName()}, engine on ${RUNTIME}`);
+await loadInput(input);
+for (const kind of RUNS) await run(input, kind);
+process.exit(0);
