@@ -98,8 +98,11 @@ function withSpill(compiled: CompiledOperator, events: readonly Event[], cacheKe
     }
     const got = step(op, compiled, e);
     if (i % every === every - 1) {
+      // The next checkpoint is drained before the last one lands (the engine's commit overlaps the
+      // next batches): what it drained is not in the source when `settled` comes for the last one.
+      const next = { entries: op.drainChanges(), drains: op.drains! };
       land();
-      pending = { entries: op.drainChanges(), drains: op.drains! };
+      pending = next;
     }
     peak = Math.max(peak, op.cacheStats!()!.resident);
     return got;
