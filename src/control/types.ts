@@ -111,7 +111,7 @@ export interface BuildMetrics extends StreamCounters {
   repartitioned: number;
   /** State restore: changelog records read, and the time restores ran (wall clock: tasks restore in parallel). */
   restoredRecords: number;
-  /** State entries restores loaded from the local state store (STREAM_STATE_DIR) instead of the changelog. */
+  /** State entries restores took from the local state store (STREAM_STATE_DIR) instead of the changelog: loaded into memory, or left there for an operator that reads its state from the store (state beyond memory). */
   restoredFromStore: number;
   restoreMs: number;
   /** Live state now (not a running total): keys and approximate bytes over all stateful tasks. */

@@ -35,6 +35,8 @@ export class Commits {
   /** The session current when a chained commit fails: its poll loop throws the failure. */
   readonly #current: () => Session | undefined;
   readonly #chain = new SerialQueue();
+  /** At-least-once checkpoints queued or running in the chain. */
+  #chained = 0;
 
   constructor(deps: CommitsDeps, current: () => Session | undefined) {
     this.#deps = deps;
@@ -51,6 +53,11 @@ export class Commits {
     const flush = waiters.length > 0;
     try {
       if (session.tx) return await this.transaction(session, { flush });
+      // At most one at-least-once checkpoint is written while the loop goes on: when the next is
+      // due and the last is still being written, the loop waits for it. Without that, a loop that
+      // reads faster than its changelog is written (a stateful stage creating a key per row) kept
+      // the CPU, its checkpoints queued without end, and each ran past its deadline.
+      if (this.#chained > 0) await this.#chain.run(async () => {});
       await this.atLeastOnce(session, { flush });
       return true;
     } finally {
@@ -131,6 +138,7 @@ export class Commits {
     const taken = session.takeCommittable();
     await session.tasks.noteConsumed(taken);
     const changelog = session.tasks.drainChangelog();
+    this.#chained++;
     const written = this.#chain.run(async () => {
       // A partition revoked since (a member that lost its membership: a rebalance hook flushes
       // first) is left to its new owner.
@@ -149,7 +157,7 @@ export class Commits {
       }
       session.tasks.persist(changelog, written);
       this.#committed(session, offsets);
-    });
+    }).finally(() => this.#chained--);
     if (options.flush) return await written;
     // Its failure ends the session current when it fails (not a later one: it starts from the last commit anyway).
     written.catch((error) => {

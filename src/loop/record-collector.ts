@@ -97,7 +97,8 @@ export class RecordCollector {
       return retry(() => this.#producer!.send(records), {
         attempts: this.#retries,
         pause: this.#retryPauseMs,
-        retryable: (error) => recoveryOf(error) === "retryable",
+        // Not on a closed client (its session ended): the session's restart sends again.
+        retryable: (error) => recoveryOf(error) === "retryable" && !(error as FvError).context?.clientClosed,
         onRetry: (error, attempt) => this.#log("warn", `send failed, retrying (${attempt}/${this.#retries}): ${(error as Error).message}`),
       });
     }

@@ -184,11 +184,14 @@ class LastN extends StatefulOperator<Recent> {
 
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
-    let bytes = 0;
-    for (const g of this.#groups.values()) bytes += g.bytes;
     const spill = this.#spill;
-    if (spill === undefined) return { keys: this.#groups.size, bytes };
-    return { keys: spill.keys(spill.source.keys, this.#groups.values()), bytes };
+    let bytes = 0;
+    let unstored = 0;
+    for (const g of this.#groups.values()) {
+      bytes += g.bytes;
+      if (spill !== undefined && !spill.isStored(g)) unstored++;
+    }
+    return { keys: spill === undefined ? this.#groups.size : spill.source.keys + unstored, bytes };
   }
 
   /**

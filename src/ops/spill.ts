@@ -71,11 +71,9 @@ export class Spill {
     return { resident, hits: this.hits, misses: this.misses };
   }
 
-  /** Live keys: the source's entity keys plus those in memory it does not hold yet. */
-  keys(sourceEntityKeys: number, resident: Iterable<SpillEntity>): number {
-    let unsettled = 0;
-    for (const e of resident) if (!e.inSource && (!e.persisted || e.drainedAt > this.settledDrains)) unsettled++;
-    return sourceEntityKeys + unsettled;
+  /** Whether the source holds a value for this entity's key (the latest or an older one). */
+  isStored(e: SpillEntity): boolean {
+    return e.inSource || (e.persisted && e.drainedAt <= this.settledDrains);
   }
 }
 

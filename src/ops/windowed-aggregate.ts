@@ -204,10 +204,18 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
-    let bytes = 0;
-    for (const w of this.#live()) bytes += 96 + 4 * w.key.length + this.#c.aggs.bytes(w.acc);
     const spill = this.#spill;
-    return { keys: spill === undefined ? this.#count : spill.keys(spill.source.keys, this.#live()), bytes };
+    let bytes = 0;
+    // Spilling: windows in memory the store does not hold yet.
+    let unstored = 0;
+    // Plain loops, not #live(): this runs at every checkpoint over everything in memory.
+    for (const end of this.#ends) {
+      for (const w of this.#byEnd.get(end)!.values()) {
+        bytes += 96 + 4 * w.key.length + this.#c.aggs.bytes(w.acc);
+        if (spill !== undefined && !spill.isStored(w)) unstored++;
+      }
+    }
+    return { keys: spill === undefined ? this.#count : spill.source.keys + unstored, bytes };
   }
 
   /** Spilling: whether a stored window (not in memory) is live: its start not fired, or not this key yet. */

@@ -678,6 +678,7 @@ class MemoryConsumer implements GroupConsumer {
 
   async commit(offsets: CommitOffset[]): Promise<void> {
     this.#touch();
+    await this.#kafka.slowdown("commit-offsets");
     this.#kafka.fault("commit-offsets", offsets.map((o) => o.topic));
     if (offsets.length === 0) return;
     if (!this.memberId || this.#joined?.generation !== this.#group.generation || this.#joined.memberId !== this.memberId) {

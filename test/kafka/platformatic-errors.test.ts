@@ -26,7 +26,14 @@ describe("the platformatic adapter sorts library errors by their properties", ()
     expect(classify(new NetworkError("Connection refused"), "x").code).toBe("KAFKA_RETRYABLE");
   });
 
-  test("the group moving on, or a fenced producer, is fenced", () => {
+  test("a client this process closed is marked: its session restarts, but a retry on it never succeeds", () => {
+    const closed = classify(new MultipleErrors("Producing messages failed.", [new NetworkError("Client is closed.", { canRetry: false, closed: true })]), "producing");
+    expect(closed.code).toBe("KAFKA_RETRYABLE");
+    expect(closed.context).toEqual({ clientClosed: true });
+    expect(classify(new NetworkError("Connection refused"), "x").context.clientClosed).toBeUndefined();
+  });
+
+    test("the group moving on, or a fenced producer, is fenced", () => {
     expect(classify(new ProtocolError("ILLEGAL_GENERATION"), "x").code).toBe("KAFKA_FENCED");
     expect(classify(new MultipleErrors("commit failed 1 times.", [new ProtocolError("UNKNOWN_MEMBER_ID")]), "x").code).toBe("KAFKA_FENCED");
     expect(classify(new ProtocolError("PRODUCER_FENCED"), "x").code).toBe("KAFKA_FENCED");

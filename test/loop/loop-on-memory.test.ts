@@ -285,7 +285,31 @@ describe("exactly-once with the commit overlapping the next batches", () => {
   const transactions = (kafka: MemoryKafka) =>
     kafka.journal.filter((e): e is Extract<JournalEntry, { kind: "transaction" }> => e.kind === "transaction").map((e) => ({ outcome: e.outcome, offsets: e.offsets.map((o) => `${o.topic}:${o.partition}@${o.offset}`) }));
 
-  test("a slow commit holds no batch up: the batches read meanwhile fill the next transaction, which grows, and commits once the first is done", async () => {
+  test("at-least-once: one checkpoint is written while the loop goes on; when the next is due and the last is still being written, the loop waits for it", async () => {
+    const kafka = new MemoryKafka();
+    kafka.createTopic("in", 1);
+    kafka.createTopic("out", 1);
+    const { log, stop } = start(kafka, planOf(selectId, { STREAM_CHECKPOINT_INTERVAL_MS: "20" }), { debug: true });
+    kafka.slowNext("commit-offsets", 500);
+    const batches = () => log.filter((l) => l.startsWith("debug: batch: sending")).length;
+    kafka.produce("in", [0, 1].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the first checkpoint is slow", () => kafka.journal.some((e) => e.kind === "slow"));
+    // One more batch goes while it is written …
+    kafka.produce("in", [2, 3].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the second batch", () => batches() === 2);
+    // … but at the next checkpoint (due 20 ms on) the loop waits for the slow one: the third batch waits too.
+    await new Promise((r) => setTimeout(r, 60));
+    kafka.produce("in", [4].map((id) => ({ key: null, value: json({ id }) })));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(kafka.journal.some((e) => e.kind === "commit-offsets")).toBe(false);
+    expect(batches()).toBe(2);
+    await waitFor("everything is committed", () => kafka.committed(GROUP)["in:0"] === 5n);
+    expect(batches()).toBe(3);
+    expect(await stop()).toBe("STOPPED");
+    expect(values(kafka, "out")).toEqual([0, 1, 2, 3, 4].map((id) => json({ id })).sort());
+  });
+
+    test("a slow commit holds no batch up: the batches read meanwhile fill the next transaction, which grows, and commits once the first is done", async () => {
     const kafka = new MemoryKafka();
     kafka.createTopic("in", 1);
     kafka.createTopic("out", 1);

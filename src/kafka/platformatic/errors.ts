@@ -41,7 +41,11 @@ export function classify(error: unknown, what: string): FvError {
     : network
     ? `no connection${typeof socketCode === "string" ? `: ${socketCode}` : ""}`
     : undefined;
-  return new FvError(code, `${what} failed: ${text}${detail}`, { cause: error, ...(unreachable ? { context: { unreachable } } : {}) });
+  // A client this process closed (its session ended): the session restarts with new clients,
+  // but a retry on this one can never succeed.
+  const clientClosed = has("closed", true);
+  const context = { ...(unreachable && !clientClosed ? { unreachable } : {}), ...(clientClosed ? { clientClosed: true } : {}) };
+  return new FvError(code, `${what} failed: ${text}${detail}`, { cause: error, ...(Object.keys(context).length ? { context } : {}) });
 }
 
 /** The broker's TOPIC_ALREADY_EXISTS (error code 36) anywhere in the chain: another process created the topic first. */
