@@ -125,6 +125,11 @@ export interface StateSize {
   cache?: CacheStats;
 }
 
+/** Appends `items` to `rows` one by one: a spread of a window closing over a million groups overflows Node's stack. */
+function append(rows: Row[], items: readonly Row[]): void {
+  for (let i = 0; i < items.length; i++) rows.push(items[i]!);
+}
+
 /** A local store as a spilling operator's source: its `keys` count the operator's entities, not the bookkeeping. */
 function entitySource(store: LocalStateStore): StateSource {
   const source = store.source();
@@ -591,7 +596,7 @@ export class OperatorTasks {
           const watermark = this.#heard.watermark(stage.index, task.partition);
           if (watermark === undefined) continue;
           const out = task.op.advance(watermark - stage.operator!.compiled.allowedLatenessMs);
-          if (out.length) (rows.push(...out), partitions.push(task.partition));
+          if (out.length) (append(rows, out), partitions.push(task.partition));
         }
         if (rows.length) fired.push({ stage, rows, topics: [...this.#stageTopics(stage)], partitions });
         continue;
@@ -631,7 +636,7 @@ export class OperatorTasks {
       for (const task of this.#tasks.values()) {
         if (task.stage !== stage) continue;
         const out = task.op.advance(watermark);
-        if (out.length) (rows.push(...out), partitions.push(task.partition));
+        if (out.length) (append(rows, out), partitions.push(task.partition));
       }
       if (rows.length) fired.push({ stage, rows, topics: [...this.#stageTopics(stage)], partitions });
     }

@@ -46,7 +46,8 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
       current = [];
       bytes = 0;
     }
-    current.push(...group);
+    // One by one: a spread of a partition's group (100k+ records of a window closing) overflows Node's stack.
+    for (const m of group) current.push(m);
     bytes += size;
   }
   if (current.length) chunks.push(current);
