@@ -59,12 +59,14 @@ async function closeWindow(topic: string): Promise<void> {
 /** Exited, or killed by a signal (an out-of-memory abort ends a run with a signal, not an exit code). */
 const engineEnded = (run: CliRun) => run.child.exitCode !== null || run.child.signalCode !== null;
 
-function peakRssMb(pid: number): number {
+/** From /proc: peak RSS, and the resident memory now that is anonymous (heap, native buffers) and file-backed (LMDB's mapped store). */
+function memoryMb(pid: number): { peak: number; anon: number; file: number } {
+  const field = (text: string, name: string) => Math.round(Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(text)?.[1] ?? NaN) / 1024);
   try {
-    const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-    return hwm ? Math.round(Number(hwm[1]) / 1024) : NaN;
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    return { peak: field(status, "VmHWM"), anon: field(status, "RssAnon"), file: field(status, "RssFile") };
   } catch {
-    return NaN;
+    return { peak: NaN, anon: NaN, file: NaN };
   }
 }
 
@@ -122,12 +124,12 @@ async function run(input: string, kind: "spill" | "memory") {
     const m = metricsOf(engine)!;
     const parts = m.partitions ?? [];
     const sum = (f: (p: (typeof parts)[number]) => number | undefined) => parts.reduce((s, p) => s + (f(p) ?? 0), 0);
-    const atIngest = { rss: peakRssMb(engine.child.pid!), storeKeys: sum((p) => p.storeKeys), disk: sum((p) => p.storeBytesOnDisk), cacheKeys: sum((p) => p.cacheKeys), hit: parts.map((p) => p.cacheHitRate).filter((h) => typeof h === "number") };
+    const atIngest = { memory: memoryMb(engine.child.pid!), storeKeys: sum((p) => p.storeKeys), disk: sum((p) => p.storeBytesOnDisk), cacheKeys: sum((p) => p.cacheKeys), hit: parts.map((p) => p.cacheHitRate).filter((h) => typeof h === "number") };
     await watch.start().catch(() => {});
     await waitFor(async () => (await outputCount(watch)) >= KEYS || engineEnded(engine), 3_600_000, "every window fired");
     if (engineEnded(engine)) throw new Error(`the engine ended: ${logsOf(engine, 30)}`);
     const fired = Date.now();
-    const rss = peakRssMb(engine.child.pid!);
+    const memory = memoryMb(engine.child.pid!);
     engine.child.kill("SIGTERM");
     await engine.exited;
     await watch.close().catch(() => {});
@@ -136,7 +138,7 @@ async function run(input: string, kind: "spill" | "memory") {
     const totalS = (fired - started) / 1000;
     console.log(
       `${kind.padEnd(6)} ${RUNTIME}: ${fmt(KEYS / totalS)} rows/s (${totalS.toFixed(1)} s from start to the last window, group join included; every row read after ${ingestS.toFixed(1)} s); ` +
-        `peak RSS ${atIngest.rss} MiB by then, ${rss} MiB at the end; store ${fmt(atIngest.storeKeys)} keys, ${(atIngest.disk / 2 ** 20).toFixed(0)} MiB on disk; ` +
+        `memory when every row was read: anonymous ${atIngest.memory.anon} MiB, file-backed ${atIngest.memory.file} MiB; at the end: anonymous ${memory.anon} MiB, peak RSS ${memory.peak} MiB; store ${fmt(atIngest.storeKeys)} keys, ${(atIngest.disk / 2 ** 20).toFixed(0)} MiB on disk; ` +
         `${fmt(atIngest.cacheKeys)} in memory, hit rates ${atIngest.hit.join(" ")}; output ${exact}`,
     );
   } finally {

@@ -283,8 +283,9 @@ export class ConsumerLoop {
         watchdog.recordsArrived(now);
         lastAdvance = now;
       } else {
-        if (session.tasks.active && now - lastAdvance >= this.#timings.idleAdvanceMs) {
-          // No input: only the watermarks move (an empty batch fires what they close).
+        if (session.tasks.active && (now - lastAdvance >= this.#timings.idleAdvanceMs || session.tasks.firing)) {
+          // No input: only the watermarks move (an empty batch fires what they close), or windows
+          // due wait to be fired in steps from the local store.
           lastAdvance = now;
           await this.#processBatch(session, []);
         }

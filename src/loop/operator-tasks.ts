@@ -643,6 +643,12 @@ export class OperatorTasks {
     return fired;
   }
 
+  /** Whether some task has windows due that its last advance left for the next (a spilling operator fires in steps). */
+  get firing(): boolean {
+    for (const task of this.#tasks.values()) if (task.op.firing?.()) return true;
+    return false;
+  }
+
   /** Input topics of each stateful stage, set by the loop (datasets resolve to topics there). */
   readonly #topicsByStage = new Map<number, Set<string>>();
   setStageTopics(stage: CompiledStage, topics: string[]): void {

@@ -117,6 +117,8 @@ export interface Operator {
   readonly drains?: number;
   /** Every change of drains 1..`drains` is now committed in the source: entities unchanged since may leave memory. */
   settled?(drains: number): void;
+  /** Windows are due to fire that the last advance left for the next (a spilling operator fires in steps): advance again soon. */
+  firing?(): boolean;
   /** Memory use and hit counts while spilling; undefined when not spilling. */
   cacheStats?(): CacheStats | undefined;
 }

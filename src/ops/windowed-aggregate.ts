@@ -26,6 +26,12 @@ export type WindowedAggregateDef = v.InferOutput<typeof windowedAggregateSchema>
 const OP = "windowedAggregate";
 
 /**
+ * Spilling: most windows read back from the store and fired per advance (the rest go at the next
+ * ones): a window closing over millions of groups goes out in steps, not as one list in memory.
+ */
+export const FIRE_BUDGET = 20_000;
+
+/**
  * `{ op = "windowedAggregate", timeColumn = "ts", windowMs = 60000, groupBy = ["sym"], aggs = [...] }`:
  * per group, one row per window once the watermark reaches the window's end.
  *
@@ -162,7 +168,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
       this.#count -= windows.size;
     }
     if (fired > 0) this.#ends = this.#ends.slice(fired);
-    if (spill !== undefined) this.#fireStored(out, Math.max(spill.cacheKeys, 10_000));
+    if (spill !== undefined) this.#fireStored(out, FIRE_BUDGET);
     return out;
   }
 
@@ -310,6 +316,10 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   cacheStats(): CacheStats | undefined {
     return this.#spill?.stats(this.#count);
+  }
+
+  firing(): boolean {
+    return this.#spill !== undefined && this.#coldDue();
   }
 
   /** Spilling: whether a stored start is due (its windows closed) and not fired yet. */

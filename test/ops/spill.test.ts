@@ -183,18 +183,20 @@ describe("windowedAggregate spilling to a StateSource", () => {
     const compiled = windowed();
     const source = new MemorySource();
     let op = spilled(compiled, source, 1);
-    for (let i = 0; i < 25_000; i++) op.process({ ts: 5, g: `k${i}`, x: i }, 5, 0);
+    for (let i = 0; i < 45_000; i++) op.process({ ts: 5, g: `k${i}`, x: i }, 5, 0);
     source.commit(op.drainChanges());
     op = spilled(compiled, source, 1);
     const first = op.advance(20);
-    expect(first.length).toBe(10_000);
+    expect(first.length).toBe(20_000);
+    expect(op.firing!()).toBe(true);
     // Rows for the closed window are late meanwhile.
     expect(op.process({ ts: 6, g: "k1", x: 1 }, 6, 0).late.length).toBe(1);
     const rest = [...op.advance(20), ...op.advance(20), ...op.advance(20)];
     const all = [...first, ...rest];
-    expect(all.length).toBe(25_000);
-    expect(new Set(all.map((r) => r.g)).size).toBe(25_000);
-    expect(op.drainChanges().filter((e) => e.value === null).length).toBe(25_000);
+    expect(op.firing!()).toBe(false);
+    expect(all.length).toBe(45_000);
+    expect(new Set(all.map((r) => r.g)).size).toBe(45_000);
+    expect(op.drainChanges().filter((e) => e.value === null).length).toBe(45_000);
   });
 });
 
