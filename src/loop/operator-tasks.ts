@@ -425,12 +425,13 @@ export class OperatorTasks {
       // Spilling: the store's entries stay there (the tail is written into it before the operator
       // starts); only the task's bookkeeping is read, and the operator's meta.
       try {
+        fromStore = store.keys;
         for (const key of [TIME_KEY, OFFSETS_KEY, META_KEY]) {
           const value = store.get(key);
-          if (value !== undefined && !seen.has(prefix + key)) apply(key, value);
+          if (value === undefined) continue;
+          fromStore--;
+          if (!seen.has(prefix + key)) apply(key, value);
         }
-        fromStore = store.keys;
-        for (const key of [TIME_KEY, OFFSETS_KEY, META_KEY]) if (store.get(key) !== undefined) fromStore--;
         for (const { stateKey } of latest) if (stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY && store.get(stateKey) !== undefined) fromStore--;
       } catch (error) {
         throw new StoreUnreadable(`a stored value does not decode (${(error as Error).message})`);

@@ -6,7 +6,7 @@ import { MinHeap } from "./min-heap.ts";
 import type { CacheStats, CompiledOperator, OperatorContext, OperatorOutput, StateSource } from "./operator.ts";
 import { OperatorState, StatefulOperator } from "./operator-state.ts";
 import { Spill, type SpillEntity } from "./spill.ts";
-import { approxBytes, StateReader } from "./state-values.ts";
+import { approxBytes, type StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, checkInputs, columnName, groupBy, groupByColumns, groupedOperator, milliseconds, rowCount, timeColumn } from "./step-fields.ts";
 
 export const lastNSchema = v.strictObject({
@@ -167,7 +167,7 @@ class LastN extends StatefulOperator<Recent> {
     if (g === undefined && this.#spill !== undefined) {
       const key = `g:${this.#c.group.textOf(group)}`;
       const value = this.#spill.source.get(key);
-      if (value !== undefined) g = this.#decodeStored(key, value);
+      if (value !== undefined) g = this.#spill.decode(key, value, this.#decoder);
     }
     if (g === undefined) return [];
     const out: Row = {};
@@ -201,7 +201,7 @@ class LastN extends StatefulOperator<Recent> {
   spill(source: StateSource, cacheKeys: number): boolean {
     if (this.#c.expireAfterMs !== undefined) return false;
     this.state.ready();
-    this.#spill = new Spill(source, cacheKeys);
+    this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
     return true;
   }
@@ -219,27 +219,17 @@ class LastN extends StatefulOperator<Recent> {
 
   /** Spilling: the stored group, not in memory; undefined when the store has none. */
   #fetch(group: readonly unknown[]): Recent | undefined {
-    const spill = this.#spill!;
-    spill.misses++;
-    const key = `g:${this.#c.group.textOf(group)}`;
-    const value = spill.source.get(key);
-    return value === undefined ? undefined : this.#decodeStored(key, value);
+    return this.#spill!.fetch(`g:${this.#c.group.textOf(group)}`, this.#decoder);
   }
 
-  #decodeStored(key: string, value: unknown): Recent {
-    const r = new StateReader(OP, key);
-    const g = this.#decode(r, value);
-    if (g.key !== key) r.fail(`the value belongs to key ${JSON.stringify(g.key)}`);
-    g.inSource = true;
-    return g;
-  }
+  readonly #decoder = (r: StateReader, value: unknown) => this.#decode(r, value);
 
   /** Spilling: the stored groups not in memory, decoded. */
   *#stored(): Iterable<Recent> {
     const spill = this.#spill;
     if (spill === undefined) return;
     for (const { key, value } of spill.source.prefixed("g:")) {
-      const g = this.#decodeStored(key, value);
+      const g = spill.decode(key, value, this.#decoder);
       if (!this.#groups.has(g.id)) yield g;
     }
   }

@@ -7,6 +7,7 @@
  */
 import type { CacheStats, StateSource } from "./operator.ts";
 import type { Entity } from "./operator-state.ts";
+import { StateReader } from "./state-values.ts";
 
 /** An entity of a spilling operator. */
 export interface SpillEntity extends Entity {
@@ -19,6 +20,8 @@ export interface SpillEntity extends Entity {
 }
 
 export class Spill {
+  /** The operator's op, for errors naming it. */
+  readonly op: string;
   readonly source: StateSource;
   /** How many entities may stay in memory once they are settled. */
   readonly cacheKeys: number;
@@ -27,9 +30,26 @@ export class Spill {
   hits = 0;
   misses = 0;
 
-  constructor(source: StateSource, cacheKeys: number) {
+  constructor(op: string, source: StateSource, cacheKeys: number) {
+    this.op = op;
     this.source = source;
     this.cacheKeys = Math.max(1, Math.floor(cacheKeys));
+  }
+
+  /** A lookup that missed memory: the stored entity of `key`, read back; undefined when the source has none. */
+  fetch<E extends SpillEntity>(key: string, decode: (r: StateReader, value: unknown) => E): E | undefined {
+    this.misses++;
+    const value = this.source.get(key);
+    return value === undefined ? undefined : this.decode(key, value, decode);
+  }
+
+  /** One stored value as an entity: STATE_CORRUPTED when it decodes to another key; marked as in the source. */
+  decode<E extends SpillEntity>(key: string, value: unknown, decode: (r: StateReader, value: unknown) => E): E {
+    const r = new StateReader(this.op, key);
+    const e = decode(r, value);
+    if (e.key !== key) r.fail(`the value belongs to key ${JSON.stringify(e.key)}`);
+    e.inSource = true;
+    return e;
   }
 
   /** Whether an entity in memory is exactly what the source holds, so it may leave and be read back. */

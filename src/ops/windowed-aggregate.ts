@@ -186,7 +186,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
         if (this.#byEnd.get(start + this.#c.sizeMs)?.has(id)) continue;
         const key = `w:${start}:${this.#c.group.textOf(group)}`;
         const value = this.#spill.source.get(key);
-        if (value !== undefined && this.#storedLive(key, start)) found.push(this.#decodeStored(key, value));
+        if (value !== undefined && this.#storedLive(key, start)) found.push(this.#spill.decode(key, value, this.#decoder));
       }
       found.sort((a, b) => a.start - b.start);
     }
@@ -239,7 +239,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
     for (const w of this.#live()) resident.add(w.key);
     for (const start of [...this.#coldStarts].sort((a, b) => a - b)) {
       for (const { key, value } of spill.source.prefixed(`w:${start}:`)) {
-        if (!resident.has(key) && this.#storedLive(key, start)) yield this.#decodeStored(key, value);
+        if (!resident.has(key) && this.#storedLive(key, start)) yield spill.decode(key, value, this.#decoder);
       }
     }
   }
@@ -272,24 +272,14 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   /** Spilling: the stored window of (start, group), not in memory; undefined when the store has none. */
   #fetch(start: number, group: readonly unknown[]): Window | undefined {
-    const spill = this.#spill!;
-    spill.misses++;
-    const key = `w:${start}:${this.#c.group.textOf(group)}`;
-    const value = spill.source.get(key);
-    return value === undefined ? undefined : this.#decodeStored(key, value);
+    return this.#spill!.fetch(`w:${start}:${this.#c.group.textOf(group)}`, this.#decoder);
   }
 
-  #decodeStored(key: string, value: unknown): Window {
-    const r = new StateReader(OP, key);
-    const w = this.#decode(r, value);
-    if (w.key !== key) r.fail(`the value belongs to key ${JSON.stringify(w.key)}`);
-    w.inSource = true;
-    return w;
-  }
+  readonly #decoder = (r: StateReader, value: unknown) => this.#decode(r, value);
 
   spill(source: StateSource, cacheKeys: number): boolean {
     this.state.ready();
-    this.#spill = new Spill(source, cacheKeys);
+    this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
     // Every window start the store holds, one cursor seek per start (keys sort by start's text).
     for (let key = source.firstKeyFrom("w:"); key !== undefined && key.startsWith("w:");) {
@@ -343,7 +333,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
         if (budget-- <= 0) return;
         firing.after = key;
         if (firing.fromMemory.has(key)) continue;
-        const w = this.#decodeStored(key, value);
+        const w = spill.decode(key, value, this.#decoder);
         out.push(this.#result(w, end));
         this.state.removed(w);
       }
