@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { type CliRun, lastRecord, logsOf, runCli, startCli, waitFor } from "../helpers/cli.ts";
-import { collect, createTopic, json, ownBroker, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { client, collect, createTopic, json, ownBroker, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
 import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
 import { readUntil } from "../helpers/streams.ts";
 
@@ -42,7 +42,31 @@ async function twoInstances(prefix: string) {
   const env = { ...FAST_GROUP, STREAM_EXACTLY_ONCE: "true", STREAM_BATCH_SIZE: "200" };
   const a = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: `${prefix}-a` } });
   const b = startCli(["run", file], { env: { ...env, STREAM_INSTANCE_ID: `${prefix}-b` } });
-  return { name, output: `${name}-out`, a, b, expected: expectedIds(total) };
+  return { name, input, output: `${name}-out`, a, b, total, expected: expectedIds(total) };
+}
+
+/**
+ * Appends rows to `topic` from id `from` on, 1,000 every 100 ms, until stopped; `stop` resolves
+ * to the id after the last row sent. Keeps every member busy, so a member paused at any moment
+ * has work in hand.
+ */
+function keepProducing(topic: string, from: number) {
+  const producer = client.producer({ clientId: "fv-test-flow" });
+  let next = from;
+  let stopped = false;
+  const done = (async () => {
+    try {
+      while (!stopped) {
+        await producer.send(records(topic, next, next + 1000));
+        next += 1000;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      await producer.close();
+    }
+    return next;
+  })();
+  return { stop: async () => ((stopped = true), await done) };
 }
 
 /** Partitions a run's last build record says it owns. */
@@ -278,21 +302,33 @@ describe("exactly-once", () => {
   });
 
   test("a paused zombie is fenced when it wakes, gives up cleanly, and the output has no duplicates", async () => {
-    const { output, a, b, expected } = await twoInstances("zombie");
+    const { input, output, a, b, total } = await twoInstances("zombie");
     let collector: ReturnType<typeof collect> | undefined;
+    let flow: ReturnType<typeof keepProducing> | undefined;
+    let expected = expectedIds(total);
+    const consumedBy = (run: CliRun) => lastRecord(run.records)?.metrics?.consumed ?? 0;
     try {
-      await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");
+      await waitFor(() => owns(a) > 0 && owns(b) > 0 && consumedBy(a) > 0, 90_000, "both instances consuming");
+      // The input keeps flowing through the pause: A is paused with work in hand (a member paused
+      // once its input ran dry has nothing left to be fenced on: that was a flaky run, not a zombie),
+      // and its partitions still get records while it sleeps.
+      flow = keepProducing(input, total);
+      const before = consumedBy(a);
+      await waitFor(() => consumedBy(a) >= before + 2000, 60_000, "A to consume the flowing input");
       a.child.kill("SIGSTOP");
       // B takes every partition once A's session times out.
       await waitFor(() => owns(b) === 4, 60_000, "B to take A's partitions");
       a.child.kill("SIGCONT");
       await waitFor(() => (lastRecord(a.records)?.metrics?.restarts ?? 0) + (lastRecord(a.records)?.metrics?.transactionsAborted ?? 0) > 0 || a.lines.some((l) => /fenced|revoked/i.test(l)), 60_000, "A to be fenced");
+      expected = expectedIds(await flow.stop());
       collector = collect(output);
       await waitFor(() => tally(collector!.records, expected).missing.length === 0, 120_000, "every expected record");
     } catch (error) {
       for (const [n, r] of [["A", a], ["B", b]] as const) console.log(`=== ${n}\n` + logsOf(r) + "\n" + JSON.stringify(lastRecord(r.records)?.metrics));
+      a.child.kill("SIGCONT");
       a.child.kill("SIGKILL");
       b.child.kill("SIGKILL");
+      await flow?.stop();
       await collector?.stop();
       throw error;
     }
@@ -304,7 +340,7 @@ describe("exactly-once", () => {
     expect(aCode).toBe(0);
     expect(await b.exited).toBe(0);
     const result = tally(await collector.stop(), expected);
-    console.log(`zombie test: A restarts=${lastRecord(a.records)?.metrics?.restarts}, aborts=${lastRecord(a.records)?.metrics?.transactionsAborted}, duplicates=${result.duplicates}`);
+    console.log(`zombie test: ${expected.length} expected, A restarts=${lastRecord(a.records)?.metrics?.restarts}, aborts=${lastRecord(a.records)?.metrics?.transactionsAborted}, duplicates=${result.duplicates}`);
     expect(result.missing).toEqual([]);
     expect(result.duplicates).toBe(0);
   });

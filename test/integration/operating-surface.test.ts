@@ -357,10 +357,18 @@ describe("the admin server of a run", () => {
     const want = expectedOf(0, 1500);
     const run = cli(["run", writePipeline(tradesPipeline(t))]);
     const admin = await adminUrlOf(run);
-    // Settled: everything consumed and the measured rate back to 0, so nothing moves between the two reads.
+    // Settled: everything consumed, checkpointed, and the measured rate back to 0, the same in two
+    // reads 300 ms apart, so nothing moves between the two reads below. (The rate is 0 until first
+    // measured, and the first checkpoint is 200 ms in: a run that consumed everything at once
+    // looked settled before anything was committed.)
+    let previous = "";
     await waitFor(async () => {
       const m = (await adminStatus(admin)).record.metrics;
-      return m?.consumed === want.consumed && m.recordsPerSecond === 0;
+      const now = JSON.stringify([m?.consumed, m?.commits, m?.recordsPerSecond]);
+      const settled = m?.consumed === want.consumed && m.recordsPerSecond === 0 && m.commits > 0 && now === previous;
+      previous = now;
+      if (!settled) await new Promise((r) => setTimeout(r, 300));
+      return settled;
     }, 30_000, "the stream to consume everything and settle");
 
     const res = await fetch(`${admin}/metrics`);
