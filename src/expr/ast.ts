@@ -21,6 +21,7 @@ export type Node =
   | { readonly kind: "member"; readonly pos: number; readonly object: Node; readonly name: string }
   | { readonly kind: "index"; readonly pos: number; readonly object: Node; readonly index: Node }
   | { readonly kind: "list"; readonly pos: number; readonly items: readonly Node[] }
+  | { readonly kind: "object"; readonly pos: number; readonly entries: ReadonlyArray<{ readonly key: string; readonly value: Node }> }
   | { readonly kind: "unary"; readonly pos: number; readonly op: UnaryOperator; readonly operand: Node }
   | { readonly kind: "binary"; readonly pos: number; readonly op: BinaryOperator; readonly left: Node; readonly right: Node }
   | { readonly kind: "ternary"; readonly pos: number; readonly test: Node; readonly then: Node; readonly otherwise: Node }
@@ -65,6 +66,8 @@ export function columnsOf(node: Node): string[] {
         return visit(n.index);
       case "list":
         return n.items.forEach(visit);
+      case "object":
+        return n.entries.forEach((e) => visit(e.value));
       case "unary":
         return visit(n.operand);
       case "binary":

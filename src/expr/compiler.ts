@@ -90,6 +90,8 @@ class Compiler {
         return this.#index(node.object, node.index, node.pos);
       case "list":
         return this.#list(node.items);
+      case "object":
+        return this.#object(node.entries);
       case "unary": {
         const operand = this.compile(node.operand);
         const fn = node.op === "-" ? negate(operand.fn, node.pos, this.#fail) : not(operand.fn, node.pos, this.#fail);
@@ -196,6 +198,17 @@ class Compiler {
     return dynamic((row) => {
       const out: Value[] = new Array(fns.length);
       for (let i = 0; i < fns.length; i++) out[i] = fns[i]!(row);
+      return out;
+    });
+  }
+
+  /** An object literal: a fresh object per row (a step may change it in place). */
+  #object(entries: ReadonlyArray<{ key: string; value: Node }>): Compiled {
+    const keys = entries.map((e) => e.key);
+    const fns = entries.map((e) => this.compile(e.value).fn);
+    return dynamic((row) => {
+      const out: Record<string, Value> = {};
+      for (let i = 0; i < fns.length; i++) out[keys[i]!] = fns[i]!(row);
       return out;
     });
   }

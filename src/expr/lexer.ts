@@ -20,7 +20,7 @@ export const keywords: ReadonlySet<string> = new Set(["true", "false", "null", "
 
 const punctuation = [
   "==", "!=", "<=", ">=", "&&", "||",
-  "(", ")", "[", "]", ",", ".", "?", ":", "+", "-", "*", "/", "%", "!", "<", ">",
+  "(", ")", "[", "]", "{", "}", ",", ".", "?", ":", "+", "-", "*", "/", "%", "!", "<", ">",
 ];
 
 const isDigit = (c: string | undefined): boolean => c !== undefined && c >= "0" && c <= "9";

@@ -194,6 +194,7 @@ class Parser {
           return inner;
         }
         if (t.text === "[") return this.#list(t);
+        if (t.text === "{") return this.#object(t);
         return this.#fail(this.#unexpected(t), t);
       case "end":
         return this.#fail(this.#unexpected(t), t);
@@ -213,6 +214,28 @@ class Parser {
     const items = this.#items("]", "to close the list");
     this.#leave();
     return { kind: "list", pos: open.pos, items };
+  }
+
+  /** `{ 'key': expr, name: expr }`: keys are strings or bare names; a key given twice is an error. */
+  #object(open: Token): Node {
+    this.#enter(open);
+    const entries: Array<{ key: string; value: Node }> = [];
+    const seen = new Set<string>();
+    while (!this.#isPunct("}")) {
+      const key = this.#next();
+      if (key.kind !== "string" && key.kind !== "identifier" && key.kind !== "keyword") {
+        this.#fail(`${this.#unexpected(key)}, expected a key ('name' or name) in the object`, key);
+      }
+      if (seen.has(key.text)) this.#fail(`the key ${JSON.stringify(key.text)} is given twice in the object`, key);
+      seen.add(key.text);
+      this.#expect(":", `after the key ${JSON.stringify(key.text)}`);
+      entries.push({ key: key.text, value: this.#expression() });
+      if (!this.#isPunct(",")) break;
+      this.#next();
+    }
+    this.#expect("}", "to close the object");
+    this.#leave();
+    return { kind: "object", pos: open.pos, entries };
   }
 
   #items(close: string, context: string): Node[] {

@@ -32,6 +32,19 @@ describe("literals", () => {
     expect(run("[[1], [2, [3]]]")).toEqual([[1], [2, [3]]]);
   });
 
+  test("an object literal takes quoted or bare keys, any values, and is a new object per row", () => {
+    expect(run("{ 'id': id, 'amount': price * qty }", { id: 7, price: 2, qty: 3 })).toEqual({ id: 7, amount: 6 });
+    expect(run("{ a: [1, {b: null}], 'c d': missing, }", {})).toEqual({ a: [1, { b: null }], "c d": null });
+    expect(run("{}")).toEqual({});
+    expect([...compileExpression("{ x: price + tax }").columns].sort()).toEqual(["price", "tax"]);
+    const e = compileExpression("{ k: 1 }");
+    expect(e.evaluate({})).not.toBe(e.evaluate({}));
+    expect(() => compileExpression("{ a: 1, a: 2 }")).toThrow('the key "a" is given twice in the object');
+    expect(() => compileExpression("{ 1: 2 }")).toThrow("expected a key ('name' or name) in the object");
+    expect(() => compileExpression("{ a 1 }")).toThrow("expected ':' after the key \"a\"");
+    expect(() => compileExpression("{ a: 1")).toThrow("expected '}' to close the object");
+  });
+
   test("constant lists are shared and frozen, so a caller cannot change the next result", () => {
     const e = compileExpression("[1, 2]");
     const first = e.evaluate({}) as number[];
