@@ -75,7 +75,8 @@ export interface AdminAppOptions {
 }
 
 /**
- * Ready when the build is RUNNING, owns at least one partition and restores none.
+ * Ready when the build is RUNNING, owns at least one partition, restores none, and no http step's
+ * circuit breaker is open.
  *
  * @example
  * readinessOf({ record: { id: "b", pipeline: "p", kind: "stream", status: "STARTING" }, partitions: [] });
@@ -91,6 +92,13 @@ export function readinessOf(status: AdminStatus): Readiness {
   }
   const restoring = status.partitions.filter((p) => p.state === "restoring");
   if (restoring.length > 0) return { ready: false, reason: `restoring state of ${restoring.map((p) => `${p.topic}-${p.partition}`).join(", ")}` };
+  const breakers = status.record.metrics?.httpBreakersOpen ?? 0;
+  if (breakers > 0) {
+    return {
+      ready: false,
+      reason: `${breakers} http step circuit breaker(s) open: the service failed too many calls in a row; rows go to the dead-letter topic as circuit_open (onOpen = "deadLetter") or the stream waits (onOpen = "wait") until a probe call after the cool-down succeeds`,
+    };
+  }
   return { ready: true };
 }
 

@@ -7,5 +7,7 @@ export function computeConfig(): ComputeConfig {
     transformsDir: process.env.FV_TRANSFORMS_DIR || undefined,
     // The same extension as this module: .ts from source, .js from dist/ (Node).
     hostModule: new URL(`../compute/node-host${import.meta.url.slice(-3)}`, import.meta.url).href,
+    // http steps' ${NAME} placeholders (url, headers) read these.
+    env: { ...process.env },
   };
 }

@@ -13,24 +13,29 @@ import type { TransformManifest } from "./manifest.ts";
 import type { Isolation } from "./plugin-channel.ts";
 import type { TransformRegistry } from "./registry.ts";
 import type { ComputeResult } from "./results.ts";
-import { computeStepSchemas } from "./step-schemas.ts";
+import { computeStepSchemas, type ComputeStepDef } from "./step-schemas.ts";
 import type { ComputeCounters } from "./counters.ts";
+import { checkHttpStep, HttpStep, type HttpStepOptions } from "./http-step.ts";
 import { PluginClient, WasmStep } from "./wasm-step.ts";
 
 /**
  * A started compute step. `processBatch` gives one result per input row, in order.
  */
 export interface ComputeStep {
-  readonly op: "wasm" | "container" | "expression";
+  readonly op: "wasm" | "container" | "expression" | "http";
+  /** The transform's ref; an http step's url. */
   readonly ref: string;
-  /** One result per input row, in order. Never rejects because of a row; rejects only for a fatal problem. */
-  processBatch(rows: Row[]): Promise<ComputeResult[]>;
+  /**
+   * One result per input row, in order. Never rejects because of a row; rejects only for a fatal
+   * problem. `keys`: the message key of each row (an http step orders calls by it).
+   */
+  processBatch(rows: Row[], keys?: ReadonlyArray<Uint8Array | string | null>): Promise<ComputeResult[]>;
   /** Rows per call; `processBatch` splits larger arrays into batches of this size. */
   readonly batchSize: number;
   /** Calls, timeouts, restarts and poison rows so far. */
   readonly counters: ComputeCounters;
-  /** The manifest the ref resolved to. */
-  readonly manifest: TransformManifest;
+  /** The manifest the ref resolved to (none for an http step). */
+  readonly manifest?: TransformManifest;
   /** Stops the plugin host or process. Idempotent. */
   close(): Promise<void>;
 }
@@ -51,10 +56,11 @@ export interface ComputeStepLocation {
  * await step.close();
  */
 export async function createComputeStep(
-  def: { op: string; ref: string },
-  registry: TransformRegistry,
-  host: ComputeHost,
+  def: { op: string; ref?: string; [field: string]: unknown },
+  registry: TransformRegistry | undefined,
+  host: ComputeHost | undefined,
   location: ComputeStepLocation,
+  http: Omit<HttpStepOptions, "location"> = {},
 ): Promise<ComputeStep> {
   const op = def.op;
   const at = `stage ${location.stage + 1}, step ${location.step + 1} (op "${op}")`;
@@ -69,7 +75,17 @@ export async function createComputeStep(
     const { field, message } = describeIssues(computeStepSchemas, parsed.issues, op);
     fail(field || "op", message);
   }
-  const ref = def.ref;
+  const checked = parsed.output as ComputeStepDef;
+  if (checked.op === "http") {
+    try {
+      checkHttpStep(checked);
+    } catch (error) {
+      fail((error as { field: string }).field, (error as Error).message);
+    }
+    return new HttpStep(checked, { ...http, location });
+  }
+  if (!registry || !host) return fail("op", `${op} steps need a transform registry and a compute host (the fv-streams CLI has them)`);
+  const ref = checked.ref;
   let manifest: TransformManifest;
   try {
     manifest = registry.resolve(ref);

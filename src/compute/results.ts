@@ -22,6 +22,10 @@ export const PoisonReasons = {
   memoryLimit: "memory_limit",
   /** The WASM worker or plugin process died while it held the row. */
   pluginCrash: "plugin_crash",
+  /** An http step's call was refused (4xx other than 429), failed after its retries, or its answer was not JSON. */
+  httpError: "http_error",
+  /** An http step's circuit breaker was open, so no call was made (`onOpen = "deadLetter"`). */
+  circuitOpen: "circuit_open",
 } as const;
 
 export function poison(reason: string, message: string): ComputeResult {

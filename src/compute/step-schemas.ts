@@ -1,5 +1,6 @@
 /** The pipeline steps that run a transform from the registry, checked with valibot. */
 import * as v from "valibot";
+import { httpStepSchema } from "./http-step.ts";
 
 const refSchema = v.pipe(
   v.string('ref names a transform: ref = "enrich-order" or ref = "enrich-order@1.0.0"'),
@@ -13,7 +14,7 @@ export const containerStepSchema = v.strictObject({ op: v.literal("container"), 
 /** `{ op = "expression", ref = "..." }`: a transform written in the value dialect. */
 export const expressionStepSchema = v.strictObject({ op: v.literal("expression"), ref: refSchema });
 
-const anyComputeStep = v.variant("op", [wasmStepSchema, containerStepSchema, expressionStepSchema]);
+const anyComputeStep = v.variant("op", [wasmStepSchema, containerStepSchema, expressionStepSchema, httpStepSchema]);
 
 /**
  * The compute step schemas: a schema for any of them (a variant on `op`), which also carries
@@ -27,9 +28,10 @@ export const computeStepSchemas: typeof anyComputeStep & {
   readonly wasm: typeof wasmStepSchema;
   readonly container: typeof containerStepSchema;
   readonly expression: typeof expressionStepSchema;
-} = Object.assign(anyComputeStep, { wasm: wasmStepSchema, container: containerStepSchema, expression: expressionStepSchema });
+  readonly http: typeof httpStepSchema;
+} = Object.assign(anyComputeStep, { wasm: wasmStepSchema, container: containerStepSchema, expression: expressionStepSchema, http: httpStepSchema });
 
 export type ComputeStepDef = v.InferOutput<typeof anyComputeStep>;
 
-/** The ops of compute steps. */
-export const computeOps = ["wasm", "container", "expression"] as const;
+/** The ops of compute steps (`http` calls a service per row: see http-step.ts). */
+export const computeOps = ["wasm", "container", "expression", "http"] as const;

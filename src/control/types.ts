@@ -105,6 +105,14 @@ export interface BuildMetrics extends StreamCounters {
    * aborted it at once rather than at its timeout (src/loop/departed-owners.ts).
    */
   transactionsFenced?: number;
+  /**
+   * http steps (present when the pipeline has one): attempts made (retries included), retries,
+   * calls in flight now, and circuit breakers open now (or half-open: probing) across consumers.
+   */
+  httpCalls?: number;
+  httpRetries?: number;
+  httpInFlight?: number;
+  httpBreakersOpen?: number;
   /** Rows refused by a stateful operator because their window had closed. */
   late: number;
   /** Rows written, re-keyed, to repartition topics (consumed back from there, they are not counted in `consumed` again). */

@@ -1,5 +1,6 @@
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import { type ComputeHost, type ComputeStep, createComputeStep, type TransformFs, TransformRegistry } from "../compute/index.ts";
+import type { HttpObserver } from "../compute/http-step.ts";
 import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 
@@ -12,6 +13,13 @@ export interface ComputeConfig {
   /** FV_TRANSFORMS_DIR: colon-separated roots; unset means no transforms (compute steps fail closed). */
   transformsDir?: string;
   hostModule: string;
+  /** The environment `${NAME}` placeholders of http steps are read from (the CLI passes its own). */
+  env?: Record<string, string | undefined>;
+}
+
+/** What http steps report to, per stage. */
+export interface ComputeObservers {
+  http?: (stage: CompiledStage) => Partial<HttpObserver>;
 }
 
 interface HostModule {
@@ -24,9 +32,15 @@ interface HostModule {
  * each stage with a compute step, starts the step (the plugin loads and must export its
  * function; a container must start). Throws FvError naming the stage, step, ref and the fix.
  */
-export async function startComputeSteps(stages: readonly CompiledStage[], config: ComputeConfig | undefined, log: Logger): Promise<Map<number, ComputeStep>> {
+export async function startComputeSteps(stages: readonly CompiledStage[], config: ComputeConfig | undefined, log: Logger, observers: ComputeObservers = {}): Promise<Map<number, ComputeStep>> {
   const started = new Map<number, ComputeStep>();
-  const wanted = stages.filter((s) => s.compute);
+  // http steps call a service with the runtime's fetch: no registry, no compute host.
+  for (const stage of stages) {
+    if (stage.compute?.op !== "http") continue;
+    const http = { env: config?.env ?? {}, observer: observers.http?.(stage) ?? {} };
+    started.set(stage.index, await createComputeStep(stage.compute.def, undefined, undefined, { stage: stage.index, step: stage.compute.step }, http));
+  }
+  const wanted = stages.filter((s) => s.compute && s.compute.op !== "http");
   if (wanted.length === 0 && !config?.transformsDir) return started;
   if (!config) {
     const stage = wanted[0]!;

@@ -1,5 +1,6 @@
 import { backoffMs, delay } from "../async.ts";
 import type { ComputeStep } from "../compute/index.ts";
+import type { HttpObserver } from "../compute/http-step.ts";
 import { compileTopology, type CompiledStage } from "../topology/compile-topology.ts";
 import { asFvError, FvError, recoveryOf } from "../errors.ts";
 import type { InboundRecord, KafkaClient, TopicPartition } from "../kafka/port.ts";
@@ -154,6 +155,35 @@ export class ConsumerLoop {
     return this.#state;
   }
 
+  /** An http step's calls, retries and breaker, into the metric events and the build record's counters. */
+  #httpObserver(stage: CompiledStage): Partial<HttpObserver> {
+    const { counters, metrics } = this;
+    const step = stage.compute!.step;
+    counters.httpCalls ??= 0;
+    counters.httpRetries ??= 0;
+    counters.httpInFlight ??= 0;
+    counters.httpBreakersOpen ??= 0;
+    let open = false;
+    return {
+      call: (status, ms) => {
+        metrics.httpCall(stage.index, step, status, ms);
+        counters.httpCalls! += 1;
+      },
+      retried: () => {
+        metrics.httpRetried(stage.index, step);
+        counters.httpRetries! += 1;
+      },
+      inFlight: (delta) => void (counters.httpInFlight! += delta),
+      breaker: (state) => {
+        const nowOpen = state !== "closed";
+        if (nowOpen === open) return;
+        open = nowOpen;
+        counters.httpBreakersOpen! += nowOpen ? 1 : -1;
+        this.#log(nowOpen ? "warn" : "info", nowOpen ? `stage ${stage.index + 1}, step ${step + 1} (http): the circuit breaker is ${state}` : `stage ${stage.index + 1}, step ${step + 1} (http): the circuit breaker closed: calls flow again`);
+      },
+    };
+  }
+
   /** Asks the loop to finish its in-flight batch, commit and leave. Idempotent. */
   stop(): void {
     this.#stopRequested = true;
@@ -167,7 +197,7 @@ export class ConsumerLoop {
     }
     this.#to("STARTING");
     try {
-      this.#compute = await startComputeSteps(this.#stages, this.#plan.compute, this.#log);
+      this.#compute = await startComputeSteps(this.#stages, this.#plan.compute, this.#log, { http: (stage) => this.#httpObserver(stage) });
     } catch (error) {
       return this.#fail(asFvError(error), "compute steps did not start");
     }

@@ -29,6 +29,9 @@ export function addCounters(into: LoopCounters, from: LoopCounters): LoopCounter
   into.restarts += from.restarts;
   into.stallRestarts += from.stallRestarts;
   if (from.transactionsFenced) into.transactionsFenced = (into.transactionsFenced ?? 0) + from.transactionsFenced;
+  for (const field of ["httpCalls", "httpRetries", "httpInFlight", "httpBreakersOpen"] as const) {
+    if (from[field] !== undefined) into[field] = (into[field] ?? 0) + from[field];
+  }
   into.late += from.late;
   into.repartitioned += from.repartitioned;
   into.restoredRecords += from.restoredRecords;

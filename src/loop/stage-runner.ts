@@ -199,7 +199,7 @@ export class StageRunner {
     // a poison result is isolated like any poison row; zero outputs count as dropped.
     for (const [route, waiting] of toCompute ?? []) {
       const computeStarted = performance.now();
-      const results = await ctx.compute!.get(route.stage.index)!.processBatch(waiting.map((w) => w.row));
+      const results = await ctx.compute!.get(route.stage.index)!.processBatch(waiting.map((w) => w.row), waiting.map((w) => w.record.key));
       this.#options.metrics.stepLatency(route.stage.index, route.stage.compute!.step, route.stage.compute!.op, performance.now() - computeStarted);
       results.forEach((result, i) => {
         const { record } = waiting[i]!;

@@ -57,5 +57,7 @@ export function metricsFromBuildRecord(record: BuildRecord): MetricFamily[] {
   add(c.consumers, [{}, m.consumers]);
   add(c.assignedPartitions, [{}, Array.isArray(m.partitions) ? m.partitions.length : undefined]);
   add(c.recordsPerSecond, [{}, m.recordsPerSecond]);
+  if (m.httpInFlight !== undefined) add(c.httpInFlight, [{}, m.httpInFlight]);
+  if (m.httpBreakersOpen !== undefined) add(c.httpBreakersOpen, [{}, m.httpBreakersOpen]);
   return families;
 }

@@ -28,6 +28,9 @@ const STEP_BUCKETS = [0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0
 /** A checkpoint commit is one round trip to the group coordinator: milliseconds, seconds when Kafka struggles. */
 const COMMIT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** An http step's call: a local service answers in milliseconds, a slow one in seconds (timeouts up to minutes). */
+const HTTP_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
 const def = (name: string, type: MetricType, source: MetricSource, help: string, labels: readonly string[] = [], buckets?: readonly number[]): MetricDef =>
   Object.freeze({ name, type, help, labels, source, ...(buckets ? { buckets } : {}) });
 
@@ -56,6 +59,11 @@ export const metricCatalogue = Object.freeze({
   checkpointDuration: def("fv_checkpoint_commit_duration_seconds", "histogram", "events", "Time one checkpoint commit took.", [], COMMIT_BUCKETS),
   lateRecordsDropped: def("fv_late_records_dropped_total", "counter", "events", "Records behind the watermark that were dropped, by stage.", ["stage"]),
   rebalances: def("fv_rebalances_total", "counter", "events", "Consumer group rebalances this process took part in."),
+  httpCalls: def("fv_http_calls_total", "counter", "events", "Calls an http step made (retries included), by stage, step and status: the HTTP status code, or timeout / error when no answer came.", ["stage", "step", "status"]),
+  httpRetries: def("fv_http_retries_total", "counter", "events", "Calls an http step retried (timeouts, connection errors, 5xx, 429), by stage and step.", ["stage", "step"]),
+  httpCallDuration: def("fv_http_call_duration_seconds", "histogram", "events", "Time one http step call took, by stage and step.", ["stage", "step"], HTTP_BUCKETS),
+  httpInFlight: def("fv_http_in_flight", "gauge", "record", "http step calls in flight now, across this process's consumers."),
+  httpBreakersOpen: def("fv_http_breakers_open", "gauge", "record", "http step circuit breakers open (or half-open, probing) now, across this process's consumers."),
 
   partitionOffset: def("fv_partition_offset", "gauge", "status", "Next offset to read (the committed position) of an owned partition.", ["topic", "partition"]),
   partitionLag: def("fv_partition_lag", "gauge", "status", "Records between the committed position and the end of an owned partition.", ["topic", "partition"]),

@@ -38,6 +38,10 @@ export interface Metrics {
   rebalanced(): void;
   /** A consumer loop rejoined the group after a recoverable failure (fenced, broker gone, aborted transaction). */
   loopRestarted(): void;
+  /** An http step's call ended: its status code, or `timeout` / `error` when no answer came. */
+  httpCall(stage: number, step: number, status: string, ms: number): void;
+  /** An http step retries a call. */
+  httpRetried(stage: number, step: number): void;
 }
 
 const nothing = (): void => {};
@@ -57,4 +61,6 @@ export const noopMetrics: Metrics = Object.freeze({
   transaction: nothing,
   rebalanced: nothing,
   loopRestarted: nothing,
+  httpCall: nothing,
+  httpRetried: nothing,
 });

@@ -74,6 +74,14 @@ export class MetricsRecorder implements Metrics {
   loopRestarted(): void {
     this.#add(metricCatalogue.loopRestarts, "", {}, 1);
   }
+  httpCall(stage: number, step: number, status: string, ms: number): void {
+    const at = { stage: String(stage), step: String(step) };
+    this.#add(metricCatalogue.httpCalls, `${stage}:${step}:${status}`, { ...at, status }, 1);
+    this.#observe(metricCatalogue.httpCallDuration, `${stage}:${step}`, () => at, ms / 1000);
+  }
+  httpRetried(stage: number, step: number): void {
+    this.#add(metricCatalogue.httpRetries, `${stage}:${step}`, { stage: String(stage), step: String(step) }, 1);
+  }
 
   /** A copy of every count so far. */
   snapshot(): MetricsSnapshot {

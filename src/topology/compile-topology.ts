@@ -1,7 +1,8 @@
 import * as v from "valibot";
 import { FvError } from "../errors.ts";
 import type { FunctionRegistry, Row } from "../expr/index.ts";
-import { computeOps, computeStepSchemas } from "../compute/step-schemas.ts";
+import { computeOps, computeStepSchemas, type ComputeStepDef } from "../compute/step-schemas.ts";
+import { checkHttpStep } from "../compute/http-step.ts";
 import { type CompiledOperator, operatorSteps } from "../ops/index.ts";
 import { type InlineStep, inlineSteps } from "../steps/index.ts";
 import { describeIssues } from "../control/schema-issues.ts";
@@ -19,10 +20,13 @@ const topologySchema = v.object({
   stages: v.pipe(v.array(v.unknown(), "stages must be a list"), v.minLength(1, "the pipeline has no stage: add a [[transforms]] table")),
 });
 
-/** A compute step of a stage (WASM, container or expression transform), resolved when the stream starts. */
+/** A compute step of a stage (WASM, container or expression transform, or an http call), resolved when the stream starts. */
 export interface StageCompute {
   readonly op: string;
+  /** The transform's ref; for an http step, its url. */
   readonly ref: string;
+  /** The step as checked (with its defaults). */
+  readonly def: ComputeStepDef;
   /** 0-based position among the stage's steps. */
   readonly step: number;
 }
@@ -130,7 +134,15 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
         const message = described.message;
         fail(`invalid topology: ${where(index, stepIndex, step.op, field)}: ${message}`, { stage: index + 1, step: stepIndex + 1, field, op: step.op });
       }
-      compute = { op: step.op, ref: parsed.output.ref, step: stepIndex };
+      if (parsed.output.op === "http") {
+        try {
+          checkHttpStep(parsed.output);
+        } catch (error) {
+          const field = (error as { field: string }).field;
+          fail(`invalid topology: ${where(index, stepIndex, step.op, field)}: ${(error as Error).message}`, { stage: index + 1, step: stepIndex + 1, field, op: step.op });
+        }
+      }
+      compute = { op: step.op, ref: parsed.output.op === "http" ? parsed.output.url : parsed.output.ref, def: parsed.output, step: stepIndex };
       steps.push({ op: step.op, reads: [] });
       return;
     }
