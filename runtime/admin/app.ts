@@ -96,7 +96,7 @@ export function readinessOf(status: AdminStatus): Readiness {
   if (breakers > 0) {
     return {
       ready: false,
-      reason: `${breakers} http step circuit breaker(s) open: the service failed too many calls in a row; rows go to the dead-letter topic as circuit_open (onOpen = "deadLetter") or the stream waits (onOpen = "wait") until a probe call after the cool-down succeeds`,
+      reason: `${breakers} http step circuit breaker(s) open: the service failed too many calls in a row; rows go to the dead-letter topic as circuit_open (onOpen = "deadLetter") or the stream waits (onOpen = "wait") until the cool-down ends and a probe call is tried`,
     };
   }
   return { ready: true };

@@ -6,7 +6,8 @@
  *
  * States and their transitions:
  *   closed    → open       `failures` consecutive failures
- *   open      → half-open  the cool-down is over and a caller asks to call (it becomes the probe)
+ *   open      → half-open  the cool-down is over (a timer, so an idle stream shows it too); the
+ *                          next caller becomes the probe
  *   half-open → closed     the probe succeeded
  *   half-open → open       the probe failed
  */
@@ -38,6 +39,7 @@ export class CircuitBreaker {
   #openUntil = 0;
   /** While half-open: callers other than the probe wait for its outcome. */
   #probe: { done: Promise<void>; settle: () => void } | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
   /** Opened this many times. */
   opened = 0;
 
@@ -65,19 +67,29 @@ export class CircuitBreaker {
       if (this.#state === "closed") return { call: true };
       if (this.#state === "open") {
         if (this.#now() < this.#openUntil) return { call: false, retryAt: this.#openUntil };
+        this.#halfOpen();
+      }
+      if (!this.#probe) {
         let settle!: () => void;
         const done = new Promise<void>((resolve) => (settle = resolve));
         this.#probe = { done, settle };
-        this.#to("half-open");
         return { call: true };
       }
-      await this.#probe!.done;
+      await this.#probe.done;
     }
+  }
+
+  /** Stops the cool-down timer (the step is closing). */
+  dispose(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
   }
 
   /** The service answered (a success, or a refusal that is the row's fault). */
   succeeded(): void {
     this.#consecutive = 0;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     if (this.#state !== "closed") this.#to("closed");
     this.#endProbe();
   }
@@ -89,8 +101,17 @@ export class CircuitBreaker {
       this.#openUntil = this.#now() + this.#options.cooldownMs;
       this.opened++;
       this.#to("open");
+      clearTimeout(this.#timer);
+      this.#timer = setTimeout(() => this.#halfOpen(), this.#options.cooldownMs);
+      // Not what keeps a process alive (Node and Bun; Deno's timers are numbers).
+      (this.#timer as { unref?: () => void }).unref?.();
     }
     this.#endProbe();
+  }
+
+  #halfOpen(): void {
+    this.#timer = undefined;
+    if (this.#state === "open") this.#to("half-open");
   }
 
   #endProbe(): void {

@@ -185,6 +185,7 @@ export class HttpStep {
 
   /** Stops waiting: calls in flight are aborted, and a stream held by an open breaker lets go. */
   async close(): Promise<void> {
+    this.breaker.dispose();
     this.#closing.abort(new FvError("INTERNAL", `${this.#at}: the step is closing`));
   }
 

@@ -107,7 +107,7 @@ export interface BuildMetrics extends StreamCounters {
   transactionsFenced?: number;
   /**
    * http steps (present when the pipeline has one): attempts made (retries included), retries,
-   * calls in flight now, and circuit breakers open now (or half-open: probing) across consumers.
+   * calls in flight now, and circuit breakers open now (refusing calls in their cool-down; half-open ones, ready to probe, are not counted) across consumers.
    */
   httpCalls?: number;
   httpRetries?: number;

@@ -174,12 +174,15 @@ export class ConsumerLoop {
         counters.httpRetries! += 1;
       },
       inFlight: (delta) => void (counters.httpInFlight! += delta),
+      // Open counts as open (readiness fails); half-open, after the cool-down, as ready to try again.
       breaker: (state) => {
-        const nowOpen = state !== "closed";
-        if (nowOpen === open) return;
+        const at = `stage ${stage.index + 1}, step ${step + 1} (http)`;
+        if (state === "open") this.#log("warn", `${at}: the circuit breaker is open: the service failed too many calls in a row`);
+        else if (state === "half-open") this.#log("info", `${at}: the circuit breaker is half-open: the next call probes the service`);
+        else this.#log("info", `${at}: the circuit breaker closed: calls flow again`);
+        const nowOpen = state === "open";
+        if (nowOpen !== open) counters.httpBreakersOpen! += nowOpen ? 1 : -1;
         open = nowOpen;
-        counters.httpBreakersOpen! += nowOpen ? 1 : -1;
-        this.#log(nowOpen ? "warn" : "info", nowOpen ? `stage ${stage.index + 1}, step ${step + 1} (http): the circuit breaker is ${state}` : `stage ${stage.index + 1}, step ${step + 1} (http): the circuit breaker closed: calls flow again`);
       },
     };
   }

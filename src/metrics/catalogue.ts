@@ -63,7 +63,7 @@ export const metricCatalogue = Object.freeze({
   httpRetries: def("fv_http_retries_total", "counter", "events", "Calls an http step retried (timeouts, connection errors, 5xx, 429), by stage and step.", ["stage", "step"]),
   httpCallDuration: def("fv_http_call_duration_seconds", "histogram", "events", "Time one http step call took, by stage and step.", ["stage", "step"], HTTP_BUCKETS),
   httpInFlight: def("fv_http_in_flight", "gauge", "record", "http step calls in flight now, across this process's consumers."),
-  httpBreakersOpen: def("fv_http_breakers_open", "gauge", "record", "http step circuit breakers open (or half-open, probing) now, across this process's consumers."),
+  httpBreakersOpen: def("fv_http_breakers_open", "gauge", "record", "http step circuit breakers open now (refusing calls until their cool-down ends), across this process's consumers."),
 
   partitionOffset: def("fv_partition_offset", "gauge", "status", "Next offset to read (the committed position) of an owned partition.", ["topic", "partition"]),
   partitionLag: def("fv_partition_lag", "gauge", "status", "Records between the committed position and the end of an owned partition.", ["topic", "partition"]),
