@@ -4,8 +4,11 @@
  * grouped by a column) runs once over a fresh 4-partition input and checkpoints its changelog;
  * then, in one run:
  *
- *   - the engine restarted (one new row per partition makes every partition's task restore): its
- *     build record's restoredRecords ÷ restoreMs, the figure users see;
+ *   - the engine restarted three ways (one new row per partition makes every partition's task
+ *     restore), each with its build record's restoredRecords ÷ restoreMs, the figure users see:
+ *     here, with its local store (STREAM_STATE_DIR kept: only the changelog's tail is read); on a
+ *     new machine (an empty STREAM_STATE_DIR: the whole changelog is read into the store); and
+ *     with the store off (STREAM_STATE_DIR=off: the whole changelog is decoded into memory);
  *   - the parts of it, per partition: admin.readPartition (read_committed, up to the end) and
  *     decode + op.restore;
  *   - Kafka's ConsumerPerformance reading the same changelog topic (the read ceiling), when the
@@ -16,7 +19,8 @@
  * Figures are printed, nothing is asserted; ratios are within this run.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { BROKERS, client, fmt, nextName, runEngine, runtimeName } from "./lib.ts";
 
@@ -57,15 +61,22 @@ for (const keys of KEY_COUNTS) {
   const input = `${name}-in`;
   await load(input, keys);
   // Done once every key is in the state: the rows cross a repartition hop (grouped by a column) first.
-  const first = await runEngine(name, input, keys, [step], {}, (m) => m.stateKeys >= keys);
+  const here = mkdtempSync(join(tmpdir(), "fv-bench-restore-"));
+  const first = await runEngine(name, input, keys, [step], { STREAM_STATE_DIR: here }, (m) => m.stateKeys >= keys);
   const stateTopic = `fv-state-${name}`;
-  // The restart: one new row per partition.
-  const producer = client.producer({ clientId: "bench-restart" });
-  await producer.send(Array.from({ length: PARTITIONS }, (_, p) => ({ topic: input, partition: p, key: `restart${p}`, value: JSON.stringify({ key: `restart${p}`, qty: 1, ts: BASE }) })));
-  await producer.close();
-  const restart = await runEngine(name, input, PARTITIONS, [step], {}, (m) => m.stateKeys >= keys + PARTITIONS);
-  const m = restart.final.metrics!;
-  const engineRate = m.restoredRecords / (m.restoreMs / 1000);
+  const restarts: Array<[string, string, NonNullable<Awaited<ReturnType<typeof runEngine>>["final"]["metrics"]>]> = [];
+  const fresh = mkdtempSync(join(tmpdir(), "fv-bench-restore-"));
+  for (const [label, dir] of [["here (store kept)", here], ["new machine (empty store)", fresh], ["store off", "off"]] as const) {
+    // The restart: one new row per partition.
+    const round = restarts.length + 1;
+    const producer = client.producer({ clientId: "bench-restart" });
+    await producer.send(Array.from({ length: PARTITIONS }, (_, p) => ({ topic: input, partition: p, key: `restart${round}-${p}`, value: JSON.stringify({ key: `restart${round}-${p}`, qty: 1, ts: BASE }) })));
+    await producer.close();
+    const restart = await runEngine(name, input, PARTITIONS, [step], { STREAM_STATE_DIR: dir }, (m) => m.stateKeys >= keys + PARTITIONS * round);
+    restarts.push([label, dir, restart.final.metrics!]);
+  }
+  rmSync(here, { recursive: true, force: true });
+  rmSync(fresh, { recursive: true, force: true });
   // The parts, per partition, in this process.
   const admin = client.admin({ clientId: "bench-restore" });
   let readMs = 0;
@@ -79,8 +90,13 @@ for (const keys of KEY_COUNTS) {
   const readRate = records / (readMs / 1000);
   const ceiling = consumerPerformance(stateTopic, records);
   console.log(`${keys.toLocaleString("en")} keys: first run ${fmt(first.total)} rows/s; changelog ${records.toLocaleString("en")} records`);
-  console.log(`  restart (build record)    restoredRecords ${m.restoredRecords.toLocaleString("en")} in restoreMs ${m.restoreMs} → ${fmt(engineRate)} records/s (restoreRecordsPerSecond ${m.restoreRecordsPerSecond}), state keys ${m.stateKeys.toLocaleString("en")}`);
+  for (const [label, , m] of restarts) {
+    console.log(`  restart, ${label.padEnd(26)} restoredRecords ${m.restoredRecords.toLocaleString("en")} (from the store ${m.restoredFromStore.toLocaleString("en")}) in restoreMs ${m.restoreMs} → ${fmt(m.restoredRecords / (m.restoreMs / 1000))} records/s (restoreRecordsPerSecond ${m.restoreRecordsPerSecond}), state keys ${m.stateKeys.toLocaleString("en")}`);
+  }
   console.log(`  admin.readPartition ×${PARTITIONS}    ${Math.round(readMs)} ms → ${fmt(readRate)} records/s`);
-  if (ceiling) console.log(`  ConsumerPerformance       ${fmt(ceiling)} records/s   restore ÷ it ${(engineRate / ceiling).toFixed(2)}, read ÷ it ${(readRate / ceiling).toFixed(2)}`);
+  if (ceiling) {
+    const ratios = restarts.map(([label, , m]) => `${label} ${(m.restoredRecords / (m.restoreMs / 1000) / ceiling).toFixed(2)}`).join(", ");
+    console.log(`  ConsumerPerformance       ${fmt(ceiling)} records/s   restore ÷ it: ${ratios}; read ÷ it ${(readRate / ceiling).toFixed(2)}`);
+  }
 }
 process.exit(0);

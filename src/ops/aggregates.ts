@@ -31,6 +31,8 @@ const EMA = 11; //          [ema | null]
 const kindOf: Record<AggregateOp, number> = {
   count: COUNT, sum: SUM, avg: AVG, min: MIN, max: MAX, first: FIRST, last: LAST,
   countDistinct: DISTINCT, stddev: STDDEV, stddevPop: STDDEV_POP, sma: SMA, ema: EMA,
+  // The same Welford accumulator as stddev; read out without the square root.
+  variance: STDDEV, variancePop: STDDEV_POP,
 };
 const numeric = new Set([SUM, AVG, MIN, MAX, STDDEV, STDDEV_POP, SMA, EMA]);
 
@@ -48,6 +50,8 @@ export class Aggregates {
   readonly #columns: (string | undefined)[];
   /** sma: n; ema: alpha. */
   readonly #params: number[];
+  /** stddev, stddevPop: read out as the square root of the variance. */
+  readonly #root: boolean[];
   readonly #template: Slots;
   /** Offsets of slots that need a fresh object per window (countDistinct's Set, sma's ring). */
   readonly #fresh: Array<[number, number]> = [];
@@ -57,6 +61,7 @@ export class Aggregates {
     this.#kinds = defs.map((def) => kindOf[def.op]);
     this.#columns = defs.map((def) => def.column);
     this.#params = defs.map((def) => def.op === "sma" ? def.n : def.op === "ema" ? def.alpha : 0);
+    this.#root = defs.map((def) => def.op === "stddev" || def.op === "stddevPop");
     this.#offsets = [];
     const template: Slots = [];
     for (const kind of this.#kinds) {
@@ -290,7 +295,8 @@ export class Aggregates {
         const n = acc[o] as number;
         const ddof = this.#kinds[i] === STDDEV ? 1 : 0;
         if (n <= ddof) return null;
-        return Math.sqrt(Math.max(0, (acc[o + 2] as number) / (n - ddof)));
+        const variance = Math.max(0, (acc[o + 2] as number) / (n - ddof));
+        return this.#root[i] ? Math.sqrt(variance) : variance;
       }
       case SMA: {
         const ring = acc[o] as number[];

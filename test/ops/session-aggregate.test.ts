@@ -36,6 +36,8 @@ describe("sessionAggregate", () => {
         { op: "countDistinct", column: "v" },
         { op: "stddev", column: "v" },
         { op: "stddevPop", column: "v" },
+        { op: "variance", column: "v" },
+        { op: "variancePop", column: "v" },
       ],
     }).create();
     // Two sessions: [0, 2] and [20, 22]. The row at 11 is within 10 of 2 and of 20.
@@ -58,6 +60,8 @@ describe("sessionAggregate", () => {
       countDistinct_v: 4,
       stddev_v: expect.closeTo(Math.sqrt(20.8 / 4), 12) as unknown as number,
       stddevPop_v: expect.closeTo(Math.sqrt(20.8 / 5), 12) as unknown as number,
+      variance_v: expect.closeTo(20.8 / 4, 12) as unknown as number,
+      variancePop_v: expect.closeTo(20.8 / 5, 12) as unknown as number,
     });
   });
 

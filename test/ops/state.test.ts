@@ -38,6 +38,7 @@ const cases: Case[] = [
         { op: "last", column: "x" },
         { op: "countDistinct", column: "x" },
         { op: "stddev", column: "x" },
+        { op: "variancePop", column: "x" },
         { op: "sma", column: "x", n: 2 },
         { op: "ema", column: "x", alpha: 0.3 },
       ],

@@ -157,6 +157,8 @@ describe("windowedAggregate: aggregates", () => {
         { op: "countDistinct", column: "sym", alias: "symbols" },
         { op: "stddev", column: "price" },
         { op: "stddevPop", column: "price" },
+        { op: "variance", column: "price" },
+        { op: "variancePop", column: "price" },
         { op: "sma", column: "price", n: 3 },
         { op: "ema", column: "price", alpha: 0.5 },
       ],
@@ -179,6 +181,8 @@ describe("windowedAggregate: aggregates", () => {
       symbols: 3,
       stddev_price: Math.sqrt(24 / 3),
       stddevPop_price: Math.sqrt(24 / 4),
+      variance_price: 24 / 3,
+      variancePop_price: 24 / 4,
       // The last 3 values: 2, 8, 2.
       sma_price: 4,
       // 4 → 0.5·2 + 0.5·4 = 3 → 0.5·8 + 0.5·3 = 5.5 → 0.5·2 + 0.5·5.5 = 3.75
