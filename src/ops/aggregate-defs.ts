@@ -9,7 +9,7 @@ const column = v.pipe(v.string("column is a column name"), v.minLength(1, "name 
 const alias = v.optional(v.pipe(v.string("alias is a column name"), v.minLength(1, "an alias cannot be empty")));
 
 /** Aggregates that take one column and no parameter. */
-const plainOps = ["sum", "avg", "min", "max", "first", "last", "countDistinct", "stddev", "stddevPop", "variance", "variancePop"] as const;
+const plainOps = ["sum", "avg", "min", "max", "first", "last", "countDistinct", "stddev", "stddevPop", "variance", "variancePop", "argmax", "argmin"] as const;
 
 export const aggregateSchema = v.variant("op", [
   v.strictObject({ op: v.literal("count"), column: v.optional(column), alias }),

@@ -27,12 +27,14 @@ const STDDEV = 8; //        [n, mean, m2] (Welford)
 const STDDEV_POP = 9; //    [n, mean, m2]
 const SMA = 10; //          [ring of the last n values, next write position]
 const EMA = 11; //          [ema | null]
+const ARGMAX = 12; //       [max | null, the row]
+const ARGMIN = 13; //       [min | null, the row]
 
 const kindOf: Record<AggregateOp, number> = {
   count: COUNT, sum: SUM, avg: AVG, min: MIN, max: MAX, first: FIRST, last: LAST,
   countDistinct: DISTINCT, stddev: STDDEV, stddevPop: STDDEV_POP, sma: SMA, ema: EMA,
   // The same Welford accumulator as stddev; read out without the square root.
-  variance: STDDEV, variancePop: STDDEV_POP,
+  variance: STDDEV, variancePop: STDDEV_POP, argmax: ARGMAX, argmin: ARGMIN,
 };
 const numeric = new Set([SUM, AVG, MIN, MAX, STDDEV, STDDEV_POP, SMA, EMA]);
 
@@ -80,6 +82,8 @@ export class Aggregates {
           break;
         case FIRST:
         case LAST:
+        case ARGMAX:
+        case ARGMIN:
           template.push(null, null);
           break;
         case DISTINCT:
@@ -108,10 +112,13 @@ export class Aggregates {
     for (let i = 0; i < kinds.length; i++) {
       const column = this.#columns[i];
       const value = column === undefined ? true : row[column];
-      if (value !== null && value !== undefined && numeric.has(kinds[i]!) && (typeof value !== "number" || !Number.isFinite(value))) {
+      const kind = kinds[i]!;
+      const isArg = kind === ARGMAX || kind === ARGMIN;
+      if (value !== null && value !== undefined && (isArg || numeric.has(kind)) && (typeof value !== "number" || !Number.isFinite(value))) {
         throw typeError(this.list[i]!.op, column!, value);
       }
-      values[i] = value;
+      // argmax / argmin keep the whole row: they read their column from it in `add`.
+      values[i] = isArg && value !== null && value !== undefined ? row : value;
     }
   }
 
@@ -195,6 +202,17 @@ export class Aggregates {
           acc[o] = acc[o] === null ? value : alpha * (value as number) + (1 - alpha) * (acc[o] as number);
           break;
         }
+        case ARGMAX:
+        case ARGMIN: {
+          // A tie keeps the earlier arrival.
+          const x = (value as Row)[this.#columns[i]!] as number;
+          const best = acc[o] as number | null;
+          if (best === null || (kinds[i] === ARGMAX ? x > best : x < best)) {
+            acc[o] = x;
+            acc[o + 1] = value;
+          }
+          break;
+        }
       }
     }
   }
@@ -264,6 +282,14 @@ export class Aggregates {
           into[o + 2] = (into[o + 2] as number) + (later[o + 2] as number) + (delta * delta * na * nb) / n;
           break;
         }
+        case ARGMAX:
+        case ARGMIN:
+          // `into` began earlier: a tie keeps its row.
+          if (later[o] !== null && (into[o] === null || (kinds[i] === ARGMAX ? (later[o] as number) > (into[o] as number) : (later[o] as number) < (into[o] as number)))) {
+            into[o] = later[o];
+            into[o + 1] = later[o + 1];
+          }
+          break;
         default:
           throw new Error(`${this.list[i]!.op} has no merge`);
       }
@@ -287,6 +313,8 @@ export class Aggregates {
         return acc[o] === 0 ? null : (acc[o + 1] as number) / (acc[o] as number);
       case FIRST:
       case LAST:
+      case ARGMAX:
+      case ARGMIN:
         return acc[o] === null ? null : acc[o + 1] as Value;
       case DISTINCT:
         return (acc[o] as Set<string>).size;
@@ -325,6 +353,8 @@ export class Aggregates {
           break;
         case FIRST:
         case LAST:
+        case ARGMAX:
+        case ARGMIN:
           out.push(acc[o] === null ? null : [acc[o], acc[o + 1]]);
           break;
         case DISTINCT:
@@ -376,6 +406,15 @@ export class Aggregates {
             acc[o + 1] = pair[1];
           }
           break;
+        case ARGMAX:
+        case ARGMIN:
+          if (x !== null) {
+            const pair = r.list(x, op);
+            if (pair.length !== 2 || typeof pair[1] !== "object" || pair[1] === null || Array.isArray(pair[1])) r.fail(`${op} must be [value, row]`);
+            acc[o] = r.number(pair[0], `${op} value`);
+            acc[o + 1] = pair[1];
+          }
+          break;
         case DISTINCT: {
           const seen = acc[o] as Set<string>;
           let chars = 0;
@@ -418,6 +457,8 @@ export class Aggregates {
       switch (kinds[i]) {
         case FIRST:
         case LAST:
+        case ARGMAX:
+        case ARGMIN:
           if (acc[o] !== null) bytes += approxBytes(acc[o + 1]);
           break;
         case DISTINCT:

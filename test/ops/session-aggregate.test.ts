@@ -38,6 +38,8 @@ describe("sessionAggregate", () => {
         { op: "stddevPop", column: "v" },
         { op: "variance", column: "v" },
         { op: "variancePop", column: "v" },
+        { op: "argmax", column: "v" },
+        { op: "argmin", column: "v" },
       ],
     }).create();
     // Two sessions: [0, 2] and [20, 22]. The row at 11 is within 10 of 2 and of 20.
@@ -62,6 +64,9 @@ describe("sessionAggregate", () => {
       stddevPop_v: expect.closeTo(Math.sqrt(20.8 / 5), 12) as unknown as number,
       variance_v: expect.closeTo(20.8 / 4, 12) as unknown as number,
       variancePop_v: expect.closeTo(20.8 / 5, 12) as unknown as number,
+      // Across the merged sessions: the row at 7 (it bridged them) and the row at 1.
+      argmax_v: { ts: 11, v: 7 },
+      argmin_v: { ts: 0, v: 1 },
     });
   });
 

@@ -39,6 +39,8 @@ const cases: Case[] = [
         { op: "countDistinct", column: "x" },
         { op: "stddev", column: "x" },
         { op: "variancePop", column: "x" },
+        { op: "argmax", column: "x" },
+        { op: "argmin", column: "x" },
         { op: "sma", column: "x", n: 2 },
         { op: "ema", column: "x", alpha: 0.3 },
       ],

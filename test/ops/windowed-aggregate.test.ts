@@ -159,6 +159,8 @@ describe("windowedAggregate: aggregates", () => {
         { op: "stddevPop", column: "price" },
         { op: "variance", column: "price" },
         { op: "variancePop", column: "price" },
+        { op: "argmax", column: "price" },
+        { op: "argmin", column: "price" },
         { op: "sma", column: "price", n: 3 },
         { op: "ema", column: "price", alpha: 0.5 },
       ],
@@ -183,6 +185,9 @@ describe("windowedAggregate: aggregates", () => {
       stddevPop_price: Math.sqrt(24 / 4),
       variance_price: 24 / 3,
       variancePop_price: 24 / 4,
+      // The row at the largest price; the smallest, 2, twice: the earlier arrival.
+      argmax_price: { ts: 4, price: 8, sym: "c" },
+      argmin_price: { ts: 2, price: 2, sym: "b" },
       // The last 3 values: 2, 8, 2.
       sma_price: 4,
       // 4 → 0.5·2 + 0.5·4 = 3 → 0.5·8 + 0.5·3 = 5.5 → 0.5·2 + 0.5·5.5 = 3.75
@@ -257,7 +262,7 @@ describe("windowedAggregate: aggregates", () => {
     expect(op.advance(10)).toEqual([{ windowStart: 0, windowEnd: 10, countDistinct_v: 6 }]);
   });
 
-  test.each(["sum", "avg", "min", "max", "stddev", "stddevPop"])("a non-number for %s is a poison row (type_error) that leaves the state unchanged", (name) => {
+  test.each(["sum", "avg", "min", "max", "stddev", "stddevPop", "variance", "variancePop", "argmax", "argmin"])("a non-number for %s is a poison row (type_error) that leaves the state unchanged", (name) => {
     const op = windowed({ aggs: [{ op: "count" }, { op: name, column: "x" }] }).create();
     run(op, "ts", [row({ ts: 1, x: 2 })]);
     for (const bad of ["3", true, [1], { n: 1 }, Number.NaN, Number.POSITIVE_INFINITY]) {
