@@ -36,6 +36,8 @@ export interface ComputeStep {
   readonly counters: ComputeCounters;
   /** The manifest the ref resolved to (none for an http step). */
   readonly manifest?: TransformManifest;
+  /** The stream is stopping: stop waiting for anything that may never come (an http step held by its breaker). */
+  interrupt?(): void;
   /** Stops the plugin host or process. Idempotent. */
   close(): Promise<void>;
 }

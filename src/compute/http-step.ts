@@ -126,6 +126,8 @@ export class HttpStep {
   #running = 0;
   readonly #queue: Array<() => void> = [];
   readonly #closing = new AbortController();
+  /** Set by `interrupt`: rows held by an open breaker stop waiting. */
+  readonly #interrupted = new AbortController();
 
   constructor(def: HttpStepDef, options: HttpStepOptions) {
     const env = options.env ?? {};
@@ -181,6 +183,15 @@ export class HttpStep {
     }
     await Promise.all(calls);
     return results;
+  }
+
+  /**
+   * The stream is stopping: rows held by an open breaker (`onOpen = "wait"`) stop waiting, and
+   * their batch fails as retryable, so it is neither committed nor lost (the next run reads it
+   * again). Calls in flight finish as usual.
+   */
+  interrupt(): void {
+    this.#interrupted.abort(new FvError("KAFKA_RETRYABLE", `${this.#at}: stopping while rows waited for the service (its circuit breaker is open): they are read again by the next run`));
   }
 
   /** Stops waiting: calls in flight are aborted, and a stream held by an open breaker lets go. */
@@ -264,7 +275,10 @@ export class HttpStep {
       const admission = await this.breaker.admit();
       if (admission.call) return true;
       if (this.#def.onOpen === "deadLetter") return false;
-      await this.#sleep(Math.max(1, admission.retryAt - Date.now()));
+      const interrupted = this.#interrupted.signal;
+      if (interrupted.aborted) throw interrupted.reason;
+      await Promise.race([this.#sleep(Math.max(1, admission.retryAt - Date.now())), new Promise((resolve) => interrupted.addEventListener("abort", resolve, { once: true }))]);
+      if (interrupted.aborted) throw interrupted.reason;
     }
   }
 

@@ -190,6 +190,7 @@ export class ConsumerLoop {
   /** Asks the loop to finish its in-flight batch, commit and leave. Idempotent. */
   stop(): void {
     this.#stopRequested = true;
+    for (const step of this.#compute.values()) step.interrupt?.();
   }
 
   /** Runs until stopped, idle for `idleTimeoutMs`, or failed. Resolves with the final state. */

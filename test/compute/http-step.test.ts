@@ -156,6 +156,21 @@ describe("the http step", () => {
   });
 });
 
+test("a stop interrupts rows held by an open breaker: the batch fails as retryable (read again by the next run), not as poison", async () => {
+  service = await startScoreService();
+  service.down = true;
+  const http = step({ url: `${service.url}/score/{id}`, column: "s", retries: 0, breakerFailures: 1, breakerCooldownMs: 60_000, onOpen: "wait" });
+  const held = http.processBatch([{ id: 1 }, { id: 2 }]);
+  await new Promise((r) => setTimeout(r, 100));
+  const started = Date.now();
+  http.interrupt();
+  const error = await held.then(() => undefined, (e: unknown) => e as { code: string; message: string });
+  expect(error?.code).toBe("KAFKA_RETRYABLE");
+  expect(error?.message).toContain("stopping while rows waited for the service");
+  expect(Date.now() - started).toBeLessThan(1000);
+  await http.close();
+});
+
 describe("the circuit breaker", () => {
   test("closed → open after N failures in a row; a success in between starts the count again", async () => {
     let now = 0;

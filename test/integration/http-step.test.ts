@@ -173,6 +173,43 @@ describe("the http step through the real broker", () => {
     }
   }, 150_000);
 
+  test('onOpen = "wait" holds the stream while the service is down (nothing dead-lettered); a stop then is ordered, and the next run calls again', async () => {
+    service = await startScoreService({ latencyMs: 2 });
+    service.down = true;
+    const n = 300;
+    const { output, dlq, file } = await setUp("http-wait", { column: "score", retries: 0, breakerFailures: 3, breakerCooldownMs: 500, onOpen: "wait" }, n);
+    const out = collect(output);
+    const dead = collect(dlq);
+    let run = start(file);
+    try {
+      const admin = await adminUrlOf(run);
+      await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 503 && run.lines.some((l) => l.includes("the circuit breaker is open")), 30_000, "the breaker to open and hold");
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(out.records.length).toBe(0);
+      expect(dead.records.length).toBe(0);
+      // Stopped while held: an ordered stop (exit 0), nothing committed for the held batch.
+      const stopAt = Date.now();
+      run.child.kill("SIGTERM");
+      expect(await run.exited).toBe(0);
+      expect(Date.now() - stopAt).toBeLessThan(15_000);
+      expect(lastRecord(run.records)?.metrics?.emitted).toBe(0);
+      service.down = false;
+      run = start(file);
+      await waitFor(() => out.records.length >= n, 60_000, "every row once the service is back");
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(out.records.map((r) => json(r).id).sort((a, b) => a - b)).toEqual([...Array(n).keys()]);
+      expect(dead.records.length).toBe(0);
+      run.child.kill("SIGTERM");
+      expect(await run.exited).toBe(0);
+    } catch (error) {
+      console.log(logsOf(run, 40));
+      throw error;
+    } finally {
+      await out.stop();
+      await dead.stop();
+    }
+  }, 150_000);
+
   test("kill -9 mid-run under exactly-once: each row is in the output once; the service saw the uncommitted rows twice", async () => {
     const n = 6000;
     service = await startScoreService({ latencyMs: 15 });
