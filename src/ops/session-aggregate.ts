@@ -7,7 +7,7 @@ import { MinHeap } from "./min-heap.ts";
 import { type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput } from "./operator.ts";
 import { type Entity, OperatorState, StatefulOperator } from "./operator-state.ts";
 import type { StateReader } from "./state-values.ts";
-import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
+import { allowedLatenessMs, checkDistinctColumns, emitMode, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
 
 export const sessionAggregateSchema = v.strictObject({
   op: v.literal("sessionAggregate"),
@@ -17,6 +17,7 @@ export const sessionAggregateSchema = v.strictObject({
   allowedLatenessMs,
   groupBy,
   aggs: aggregateList,
+  emit: emitMode,
 });
 
 export type SessionAggregateDef = v.InferOutput<typeof sessionAggregateSchema>;
@@ -48,7 +49,7 @@ export function compileSessionAggregate(def: SessionAggregateDef, ctx: OperatorC
     ...groupByColumns(def.groupBy),
     ...aggs.list.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
   ]);
-  const config: SessionConfig = { gapMs: def.gapMs, aggs, group: groupKey(def.groupBy) };
+  const config: SessionConfig = { gapMs: def.gapMs, aggs, group: groupKey(def.groupBy), update: def.emit === "update" };
   return groupedOperator(OP, def, ctx, () => new SessionAggregate(config));
 }
 
@@ -56,6 +57,8 @@ interface SessionConfig {
   gapMs: number;
   aggs: Aggregates;
   group: GroupKey;
+  /** emit = "update": a row per change (the session as it stands, merges included), none at close. */
+  update: boolean;
 }
 
 interface Session {
@@ -165,7 +168,7 @@ class SessionAggregate extends StatefulOperator<Group> {
     if (end !== endBefore || count > 1) this.#timers.push({ end, seq: session.seq, group, session });
     if (g === undefined) this.state.created(group);
     else this.state.touched(group);
-    return NO_OUTPUT;
+    return this.#c.update ? { rows: [this.#result(group, session)], late: [] } : NO_OUTPUT;
   }
 
   advance(watermark: number): Row[] {
@@ -178,7 +181,7 @@ class SessionAggregate extends StatefulOperator<Group> {
       const { group, session } = t;
       if (!session.open || session.last + gapMs !== t.end || session.seq !== t.seq) continue;
       session.open = false;
-      out.push(this.#result(group, session));
+      if (!this.#c.update) out.push(this.#result(group, session));
       group.sessions.splice(group.sessions.indexOf(session), 1);
       if (group.sessions.length === 0) {
         this.#groups.delete(group.id);

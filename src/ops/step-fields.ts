@@ -74,3 +74,10 @@ export function checkInputs(op: string, ctx: OperatorContext, expected: "one or 
     throw invalidStep(op, ctx, "inputs", `${op} needs ${expected === 2 ? "exactly 2 inputs (left, right)" : "at least one input"}, the stage has ${ctx.inputs}`);
   }
 }
+
+/**
+ * `emit`: `"final"` (default): one row per window or session once the watermark closes it;
+ * `"update"`: a row with the current aggregates each time a row changes them (Kafka Streams
+ * without suppress), and nothing when it closes.
+ */
+export const emitMode = v.optional(v.picklist(["final", "update"], 'emit is "final" (a row when the window closes) or "update" (a row at every change)'), "final");

@@ -7,7 +7,7 @@ import { type CacheStats, type CompiledOperator, NO_OUTPUT, type OperatorContext
 import { OperatorState, StatefulOperator } from "./operator-state.ts";
 import { Spill, type SpillEntity } from "./spill.ts";
 import { StateReader } from "./state-values.ts";
-import { allowedLatenessMs, checkDistinctColumns, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
+import { allowedLatenessMs, checkDistinctColumns, emitMode, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
 import { hoppingStarts, tumblingStart } from "./time-windows.ts";
 
 export const windowedAggregateSchema = v.strictObject({
@@ -19,6 +19,7 @@ export const windowedAggregateSchema = v.strictObject({
   allowedLatenessMs,
   groupBy,
   aggs: aggregateList,
+  emit: emitMode,
 });
 
 export type WindowedAggregateDef = v.InferOutput<typeof windowedAggregateSchema>;
@@ -52,7 +53,7 @@ export function compileWindowedAggregate(def: WindowedAggregateDef, ctx: Operato
     ...groupByColumns(def.groupBy),
     ...aggs.list.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
   ]);
-  const config: WindowConfig = { sizeMs: def.windowMs, slideMs, aggs, group: groupKey(def.groupBy) };
+  const config: WindowConfig = { sizeMs: def.windowMs, slideMs, aggs, group: groupKey(def.groupBy), update: def.emit === "update" };
   return groupedOperator(OP, def, ctx, () => new WindowedAggregate(config));
 }
 
@@ -61,6 +62,8 @@ interface WindowConfig {
   slideMs: number;
   aggs: Aggregates;
   group: GroupKey;
+  /** emit = "update": a row per change, none at close. */
+  update: boolean;
 }
 
 /** One group's accumulators in one window. Key: `w:<start>:<group key JSON>`. */
@@ -126,20 +129,24 @@ class WindowedAggregate extends StatefulOperator<Window> {
     // 2. Add the row to each of its windows the watermark has not closed.
     const watermark = this.state.watermark;
     let id: unknown;
+    const update = this.#c.update;
     if (slideMs === sizeMs) {
       const start = tumblingStart(eventTime, sizeMs);
       if (start + sizeMs <= watermark) return { rows: [], late: [row] };
-      this.#add(start, this.#c.group.idOfRow(row), row, eventTime);
-      return NO_OUTPUT;
+      const w = this.#add(start, this.#c.group.idOfRow(row), row, eventTime);
+      return update ? { rows: [this.#result(w, start + sizeMs)], late: [] } : NO_OUTPUT;
     }
     let open = false;
+    const changed: Row[] = [];
     for (const start of hoppingStarts(eventTime, sizeMs, slideMs, this.#starts)) {
       if (start + sizeMs <= watermark) continue;
       if (!open) id = this.#c.group.idOfRow(row);
-      this.#add(start, id, row, eventTime);
+      const w = this.#add(start, id, row, eventTime);
+      if (update) changed.push(this.#result(w, start + sizeMs));
       open = true;
     }
-    return open ? NO_OUTPUT : { rows: [], late: [row] };
+    if (!open) return { rows: [], late: [row] };
+    return update ? { rows: changed, late: [] } : NO_OUTPUT;
   }
 
   advance(watermark: number): Row[] {
@@ -169,7 +176,8 @@ class WindowedAggregate extends StatefulOperator<Window> {
     }
     if (fired > 0) this.#ends = this.#ends.slice(fired);
     if (spill !== undefined) this.#fireStored(out, FIRE_BUDGET);
-    return out;
+    // emit = "update": each change went out when it happened; closing only forgets the window.
+    return this.#c.update ? [] : out;
   }
 
   read(group: readonly unknown[]): Row[] {
@@ -244,7 +252,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
     }
   }
 
-  #add(start: number, id: unknown, row: Row, time: number): void {
+  #add(start: number, id: unknown, row: Row, time: number): Window {
     const end = start + this.#c.sizeMs;
     let windows = this.#byEnd.get(end);
     if (windows === undefined) windows = this.#openEnd(end);
@@ -268,6 +276,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
       this.state.touched(w);
     }
     this.#c.aggs.add(w.acc, this.#values, time);
+    return w;
   }
 
   /** Spilling: the stored window of (start, group), not in memory; undefined when the store has none. */

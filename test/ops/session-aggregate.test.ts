@@ -5,6 +5,20 @@ function sessions(fields: Record<string, unknown>) {
   return compileOp({ op: "sessionAggregate", timeColumn: "ts", gapMs: 10, aggs: [{ op: "count" }], ...fields });
 }
 
+describe("sessionAggregate: emit", () => {
+  test('emit = "update": the session as it stands after each row (a bridging row gives the merged session), nothing at close', () => {
+    const op = sessions({ emit: "update" }).create();
+    const out = run(op, "ts", [row({ ts: 0 }), row({ ts: 5 }), row({ ts: 20 }), row({ ts: 11 }), wm(40)]);
+    expect(out.rows).toEqual([
+      { sessionStart: 0, sessionEnd: 10, count: 1 },
+      { sessionStart: 0, sessionEnd: 15, count: 2 },
+      { sessionStart: 20, sessionEnd: 30, count: 1 },
+      { sessionStart: 0, sessionEnd: 30, count: 4 },
+    ]);
+    expect(op.stateSize().keys).toBe(0);
+  });
+});
+
 describe("sessionAggregate", () => {
   test("a session fires once the watermark reaches its last event + gapMs, reported as sessionEnd", () => {
     const op = sessions({}).create();

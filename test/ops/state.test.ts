@@ -72,6 +72,28 @@ const cases: Case[] = [
     clearAt: 100,
   },
   {
+    name: "windowedAggregate (emit update)",
+    compiled: compileOp({ op: "windowedAggregate", timeColumn: "ts", windowMs: 10, slideMs: 5, groupBy: ["g"], emit: "update", aggs: [{ op: "count" }, { op: "sum", column: "x" }, { op: "argmax", column: "x" }] }),
+    events: [
+      row({ ts: 1, g: "a", x: 1 }), row({ ts: 3, g: "b", x: 2 }), wm(5), row({ ts: 2, g: "a", x: 4 }), row({ ts: 9, g: "a", x: 3 }), wm(10),
+      row({ ts: 4, g: "a", x: 9 }), row({ ts: 12, g: "c", x: 0.2 }), wm(16), row({ ts: 18, g: "a", x: 1 }), wm(40),
+    ],
+    poison: [row({ ts: 1, g: "a", x: 1e308 }), row({ ts: 2, g: "a", x: 1e308 })],
+    grow: [row({ ts: 1, g: "a", x: 1 }), row({ ts: 2, g: "b", x: 1 }), row({ ts: 13, g: "a", x: 1 })],
+    clearAt: 100,
+  },
+  {
+    name: "sessionAggregate (emit update)",
+    compiled: compileOp({ op: "sessionAggregate", timeColumn: "ts", gapMs: 10, groupBy: ["u"], emit: "update", aggs: [{ op: "count" }, { op: "sum", column: "x" }, { op: "variance", column: "x" }] }),
+    events: [
+      row({ ts: 0, u: "a", x: 1 }), row({ ts: 25, u: "a", x: 2 }), row({ ts: 3, u: "b", x: 0.3 }), wm(12), row({ ts: 14, u: "a", x: 4 }),
+      row({ ts: 5, u: "b", x: 5 }), wm(16), row({ ts: 40, u: "b", x: 6 }), wm(100),
+    ],
+    poison: [row({ ts: 1, u: "a", x: 1e308 }), row({ ts: 2, u: "a", x: 1e308 })],
+    grow: [row({ ts: 0, u: "a", x: 1 }), row({ ts: 1, u: "b", x: 1 }), row({ ts: 30, u: "a", x: 1 })],
+    clearAt: 100,
+  },
+  {
     name: "streamJoin (left)",
     compiled: compileOp({ op: "streamJoin", timeColumn: "ts", on: "id", withinMs: 5, type: "left", rightColumns: ["px"] }, 2),
     events: [

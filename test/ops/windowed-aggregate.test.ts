@@ -132,6 +132,28 @@ describe("windowedAggregate: hopping windows", () => {
   });
 });
 
+describe("windowedAggregate: emit", () => {
+  test('emit = "update": a row with the window\'s aggregates at every change, in each window the row joins, and nothing at close', () => {
+    const op = windowed({ emit: "update", groupBy: ["g"], aggs: [{ op: "count" }, { op: "sum", column: "x" }] }).create();
+    const out = run(op, "ts", [row({ ts: 1, g: "a", x: 2 }), row({ ts: 2, g: "a", x: 3 }), row({ ts: 4, g: "b", x: 1 }), row({ ts: 12, g: "a", x: 5 }), wm(20)]);
+    expect(out.rows).toEqual([
+      { windowStart: 0, windowEnd: 10, g: "a", count: 1, sum_x: 2 },
+      { windowStart: 0, windowEnd: 10, g: "a", count: 2, sum_x: 5 },
+      { windowStart: 0, windowEnd: 10, g: "b", count: 1, sum_x: 1 },
+      { windowStart: 10, windowEnd: 20, g: "a", count: 1, sum_x: 5 },
+    ]);
+    expect(op.stateSize().keys).toBe(0);
+    const hopping = windowed({ emit: "update", slideMs: 5 }).create();
+    expect(run(hopping, "ts", [row({ ts: 7 })]).rows).toEqual([{ windowStart: 0, windowEnd: 10, count: 1 }, { windowStart: 5, windowEnd: 15, count: 1 }]);
+  });
+
+  test('emit = "final" is the default; any other value is refused, naming the field', () => {
+    const op = windowed({ emit: "final" }).create();
+    expect(run(op, "ts", [row({ ts: 1 }), wm(10)]).rows).toEqual([{ windowStart: 0, windowEnd: 10, count: 1 }]);
+    expect(() => windowed({ emit: "changes" })).toThrow('emit is "final" (a row when the window closes) or "update" (a row at every change)');
+  });
+});
+
 describe("windowedAggregate: aggregates", () => {
   const rows: Row[] = [
     { ts: 1, price: 4, sym: "a" },
