@@ -5,6 +5,7 @@ import { checkEventTime } from "./event-time.ts";
 import { type GroupKey, groupKey, readGroup, writeGroup } from "./group-key.ts";
 import { type CacheStats, type CompiledOperator, NO_OUTPUT, type OperatorContext, type OperatorOutput, type StateSource } from "./operator.ts";
 import { OperatorState, StatefulOperator } from "./operator-state.ts";
+import { SlidingAggregate } from "./sliding-aggregate.ts";
 import { Spill, type SpillEntity } from "./spill.ts";
 import { StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, emitMode, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
@@ -16,6 +17,8 @@ export const windowedAggregateSchema = v.strictObject({
   windowMs: milliseconds("windowMs", 1),
   /** Hopping windows: a new window every slideMs. Absent (or equal to windowMs): tumbling. */
   slideMs: v.optional(milliseconds("slideMs", 1)),
+  /** Sliding windows (Kafka Streams' SlidingWindows): a window per distinct set of rows within windowMs. */
+  sliding: v.optional(v.boolean("sliding is true or false"), false),
   allowedLatenessMs,
   groupBy,
   aggs: aggregateList,
@@ -53,6 +56,11 @@ export function compileWindowedAggregate(def: WindowedAggregateDef, ctx: Operato
     ...groupByColumns(def.groupBy),
     ...aggs.list.map((a, i) => ({ name: a.alias, field: `aggs.${i}.alias` })),
   ]);
+  if (def.sliding) {
+    if (def.slideMs !== undefined) throw invalidStep(OP, ctx, "slideMs", "sliding windows have no slideMs: a window starts or ends at each row; drop slideMs, or drop sliding for hopping windows");
+    const sliding = { sizeMs: def.windowMs, aggs, group: groupKey(def.groupBy), update: def.emit === "update" };
+    return groupedOperator(OP, def, ctx, () => new SlidingAggregate(sliding));
+  }
   const config: WindowConfig = { sizeMs: def.windowMs, slideMs, aggs, group: groupKey(def.groupBy), update: def.emit === "update" };
   return groupedOperator(OP, def, ctx, () => new WindowedAggregate(config));
 }

@@ -241,6 +241,50 @@ describe("stateful operators through the real broker (4 partitions, STREAM_CONSU
     expect(await partitionCount(`fv-state-${name}`)).toBe(PARTITIONS);
   });
 
+  test("windowedAggregate with sliding = true: Kafka Streams' sliding windows per sym, exactly the windows of the definition", async () => {
+    const name = uniqueName("sliding");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    const SIZE = 10 * SECOND;
+    // Per sym, rows at these seconds (some exactly SIZE apart, some at the same instant).
+    const times: Record<string, number[]> = { ACME: [0, 5, 15, 16, 40], GLOBEX: [1, 11, 11, 30], INITECH: [2, 12.5, 13, 50, 60.001], UMBRELLA: [7] };
+    const rows = Object.entries(times).flatMap(([sym, seconds]) => seconds.map((s, i) => ({ sym, qty: 1 + i, ts: T0 + Math.round(s * SECOND) })));
+    rows.sort((a, b) => a.ts - b.ts);
+    // By the definition: per sym, a window [t − SIZE, t] ends at each row, and [t + 1, t + 1 + SIZE]
+    // starts after it when a row falls in it; the same start is one window.
+    const expected: Row[] = [];
+    for (const sym of Object.keys(times)) {
+      const own = rows.filter((r) => r.sym === sym);
+      const starts = new Set<number>();
+      for (const r of own) {
+        starts.add(r.ts - SIZE);
+        if (own.some((o) => o.ts > r.ts && o.ts <= r.ts + 1 + SIZE)) starts.add(r.ts + 1);
+      }
+      for (const start of starts) {
+        const inside = own.filter((r) => r.ts >= start && r.ts <= start + SIZE);
+        expected.push({ windowStart: start, windowEnd: start + SIZE, sym, n: inside.length, qty: inside.reduce((s, r) => s + r.qty, 0) });
+      }
+    }
+    // ACME at 0, 5000, 15000, 16000, 40000 ms: windows start at −10000 {0}, −5000 {0, 5000}, 1 {5000},
+    // 5000 {5000, 15000}, 5001 {15000}, 6000 {15000, 16000}, 15001 {16000} and 30000 {40000}.
+    const acme = expected.filter((w) => w.sym === "ACME").sort((a, b) => (a.windowStart as number) - (b.windowStart as number));
+    expect(acme.map((w) => [(w.windowStart as number) - T0, w.n])).toEqual([[-10000, 1], [-5000, 2], [1, 1], [5000, 2], [5001, 1], [6000, 2], [15001, 1], [30000, 1]]);
+    await createTopic(input, PARTITIONS);
+    const file = transformFile(name, input, output, {
+      op: "windowedAggregate",
+      timeColumn: "ts",
+      windowMs: SIZE,
+      sliding: true,
+      groupBy: ["sym"],
+      aggs: [{ op: "count", alias: "n" }, { op: "sum", column: "qty", alias: "qty" }],
+    });
+    const stream = await startShared(file, output);
+    await produce([...rows.map((r) => record(input, r.sym, r)), ...flushRows(input, (p) => ({ sym: `~flush${p}`, qty: 0 }))]);
+    const { rows: out, final } = await finish("sliding", stream, expected.length);
+    expect(distinct(out)).toEqual(sortedExpected(expected));
+    expect(final.metrics!.late).toBe(0);
+  });
+
   for (const type of ["inner", "left"] as const) {
     test(`streamJoin ${type}: two co-partitioned topics keyed by sym, the exact ${type === "left" ? "matches and the unmatched orders with null quote columns" : "matched pairs"}`, async () => {
       const name = uniqueName(`join-${type}`);

@@ -83,6 +83,28 @@ const cases: Case[] = [
     clearAt: 100,
   },
   {
+    name: "windowedAggregate (sliding)",
+    compiled: compileOp({ op: "windowedAggregate", timeColumn: "ts", windowMs: 10, sliding: true, groupBy: ["g"], aggs: [{ op: "count" }, { op: "last", column: "x" }, { op: "sma", column: "y", n: 2 }] }),
+    events: [
+      row({ ts: 1, g: "a", x: 1 }), row({ ts: 3, g: "b", x: 2 }), wm(2), row({ ts: 2, g: "a", x: 4 }), row({ ts: 9, g: "a", x: 3 }), wm(10),
+      row({ ts: 12, g: "a", x: 9 }), row({ ts: 12, g: "c", x: 0.2 }), wm(16), row({ ts: 18, g: "a", x: 1 }), row({ ts: 30, g: "a", x: 2 }), wm(60),
+    ],
+    poison: [row({ ts: 1, g: "a", x: Number.NaN })],
+    grow: [row({ ts: 1, g: "a", x: 1 }), row({ ts: 2, g: "b", x: 1 }), row({ ts: 13, g: "a", x: 1 })],
+    clearAt: 100,
+  },
+  {
+    name: "windowedAggregate (sliding, emit update)",
+    compiled: compileOp({ op: "windowedAggregate", timeColumn: "ts", windowMs: 10, sliding: true, emit: "update", groupBy: ["g"], aggs: [{ op: "count" }, { op: "first", column: "x" }, { op: "max", column: "y" }] }),
+    events: [
+      row({ ts: 1, g: "a", x: 1 }), row({ ts: 3, g: "b", x: 2 }), wm(2), row({ ts: 2, g: "a", x: 4 }), row({ ts: 9, g: "a", x: 3 }), wm(10),
+      row({ ts: 12, g: "a", x: 9 }), wm(16), row({ ts: 18, g: "a", x: 1 }), wm(60),
+    ],
+    poison: [row({ ts: 1, g: "a", x: Number.NaN })],
+    grow: [row({ ts: 1, g: "a", x: 1 }), row({ ts: 2, g: "b", x: 1 }), row({ ts: 13, g: "a", x: 1 })],
+    clearAt: 100,
+  },
+  {
     name: "sessionAggregate (emit update)",
     compiled: compileOp({ op: "sessionAggregate", timeColumn: "ts", gapMs: 10, groupBy: ["u"], emit: "update", aggs: [{ op: "count" }, { op: "sum", column: "x" }, { op: "variance", column: "x" }] }),
     events: [
