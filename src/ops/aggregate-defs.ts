@@ -9,11 +9,18 @@ const column = v.pipe(v.string("column is a column name"), v.minLength(1, "name 
 const alias = v.optional(v.pipe(v.string("alias is a column name"), v.minLength(1, "an alias cannot be empty")));
 
 /** Aggregates that take one column and no parameter. */
-const plainOps = ["sum", "avg", "min", "max", "first", "last", "countDistinct", "stddev", "stddevPop", "variance", "variancePop", "argmax", "argmin"] as const;
+const plainOps = ["sum", "avg", "min", "max", "first", "last", "stddev", "stddevPop", "variance", "variancePop", "argmax", "argmin"] as const;
 
 export const aggregateSchema = v.variant("op", [
   v.strictObject({ op: v.literal("count"), column: v.optional(column), alias }),
   v.strictObject({ op: v.picklist(plainOps), column, alias }),
+  v.strictObject({
+    op: v.literal("countDistinct"),
+    column,
+    /** Exact up to this many distinct values per window (or session); past it, HyperLogLog. */
+    exactUpTo: v.optional(v.pipe(v.number("exactUpTo is a number"), v.safeInteger("exactUpTo is a whole number"), v.minValue(1, "exactUpTo must be at least 1")), 100_000),
+    alias,
+  }),
   v.strictObject({
     op: v.literal("sma"),
     column,
@@ -26,7 +33,7 @@ export const aggregateSchema = v.variant("op", [
     alpha: v.pipe(v.number("alpha is a number"), v.gtValue(0, "alpha must be above 0"), v.maxValue(1, "alpha must be at most 1")),
     alias,
   }),
-], `each aggregate needs op = one of "count", ${plainOps.map((o) => `"${o}"`).join(", ")}, "sma", "ema"`);
+], `each aggregate needs op = one of "count", ${plainOps.map((o) => `"${o}"`).join(", ")}, "countDistinct", "sma", "ema"`);
 
 /** The `aggs` field of an aggregating step: one aggregate or more. */
 export const aggregateList = v.pipe(

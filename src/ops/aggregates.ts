@@ -12,6 +12,7 @@ import type { Row, Value } from "../expr/index.ts";
 import { type AggregateDef, type AggregateInfo, type AggregateOp, defaultAlias } from "./aggregate-defs.ts";
 import { approxBytes, type StateReader } from "./state-values.ts";
 
+import { HLL_PRECISION, hllAdd, hllEstimate, hllFromText, hllMerge, type HllRegisters, hllToText, newHll } from "./hyperloglog.ts";
 export { type AggregateDef, type AggregateInfo, aggregateList, type AggregateOp, aggregateSchema, defaultAlias } from "./aggregate-defs.ts";
 
 // Accumulator kinds, and the slots each takes in the flat array.
@@ -22,7 +23,7 @@ const MIN = 3; //           [min | null]
 const MAX = 4; //           [max | null]
 const FIRST = 5; //         [time | null, value]
 const LAST = 6; //          [time | null, value]
-const DISTINCT = 7; //      [Set of value keys, chars in the set]
+const DISTINCT = 7; //      [Set of value keys, chars in the set] | [HyperLogLog registers, -1] past exactUpTo
 const STDDEV = 8; //        [n, mean, m2] (Welford)
 const STDDEV_POP = 9; //    [n, mean, m2]
 const SMA = 10; //          [ring of the last n values, next write position]
@@ -62,7 +63,7 @@ export class Aggregates {
     this.list = defs.map((def) => ({ op: def.op, alias: def.alias ?? defaultAlias(def), column: def.column, mergeable: def.op !== "sma" && def.op !== "ema" }));
     this.#kinds = defs.map((def) => kindOf[def.op]);
     this.#columns = defs.map((def) => def.column);
-    this.#params = defs.map((def) => def.op === "sma" ? def.n : def.op === "ema" ? def.alpha : 0);
+    this.#params = defs.map((def) => def.op === "sma" ? def.n : def.op === "ema" ? def.alpha : def.op === "countDistinct" ? def.exactUpTo : 0);
     this.#root = defs.map((def) => def.op === "stddev" || def.op === "stddevPop");
     this.#offsets = [];
     const template: Slots = [];
@@ -168,10 +169,12 @@ export class Aggregates {
           break;
         case DISTINCT: {
           const key = distinctKey(value);
-          const seen = acc[o] as Set<string>;
-          if (!seen.has(key)) {
+          const seen = acc[o] as Set<string> | HllRegisters;
+          if (seen instanceof Uint8Array) hllAdd(seen, key);
+          else if (!seen.has(key)) {
             seen.add(key);
             acc[o + 1] = (acc[o + 1] as number) + key.length;
+            if (seen.size > this.#params[i]!) toHll(acc, o);
           }
           break;
         }
@@ -252,15 +255,23 @@ export class Aggregates {
           }
           break;
         case DISTINCT: {
-          const seen = into[o] as Set<string>;
+          const other = later[o] as Set<string> | HllRegisters;
+          if (other instanceof Uint8Array && !(into[o] instanceof Uint8Array)) toHll(into, o);
+          const seen = into[o] as Set<string> | HllRegisters;
+          if (seen instanceof Uint8Array) {
+            if (other instanceof Uint8Array) hllMerge(seen, other);
+            else for (const key of other) hllAdd(seen, key);
+            break;
+          }
           let chars = into[o + 1] as number;
-          for (const key of later[o] as Set<string>) {
+          for (const key of other as Set<string>) {
             if (!seen.has(key)) {
               seen.add(key);
               chars += key.length;
             }
           }
           into[o + 1] = chars;
+          if (seen.size > this.#params[i]!) toHll(into, o);
           break;
         }
         case STDDEV:
@@ -316,8 +327,10 @@ export class Aggregates {
       case ARGMAX:
       case ARGMIN:
         return acc[o] === null ? null : acc[o + 1] as Value;
-      case DISTINCT:
-        return (acc[o] as Set<string>).size;
+      case DISTINCT: {
+        const seen = acc[o] as Set<string> | HllRegisters;
+        return seen instanceof Uint8Array ? hllEstimate(seen) : seen.size;
+      }
       case STDDEV:
       case STDDEV_POP: {
         const n = acc[o] as number;
@@ -357,9 +370,11 @@ export class Aggregates {
         case ARGMIN:
           out.push(acc[o] === null ? null : [acc[o], acc[o + 1]]);
           break;
-        case DISTINCT:
-          out.push([...(acc[o] as Set<string>)]);
+        case DISTINCT: {
+          const seen = acc[o] as Set<string> | HllRegisters;
+          out.push(seen instanceof Uint8Array ? { hll: hllToText(seen) } : [...seen]);
           break;
+        }
         case STDDEV:
         case STDDEV_POP:
           out.push([acc[o], acc[o + 1], acc[o + 2]]);
@@ -416,6 +431,13 @@ export class Aggregates {
           }
           break;
         case DISTINCT: {
+          if (typeof x === "object" && x !== null && !Array.isArray(x)) {
+            const registers = hllFromText(r.string((x as { hll?: unknown }).hll, `${op} hll`));
+            if (registers === undefined) r.fail(`${op} hll is not ${2 ** HLL_PRECISION} HyperLogLog registers in base64`);
+            acc[o] = registers;
+            acc[o + 1] = -1;
+            break;
+          }
           const seen = acc[o] as Set<string>;
           let chars = 0;
           for (const key of r.list(x, op)) {
@@ -461,9 +483,11 @@ export class Aggregates {
         case ARGMIN:
           if (acc[o] !== null) bytes += approxBytes(acc[o + 1]);
           break;
-        case DISTINCT:
-          bytes += 64 + 2 * (acc[o + 1] as number) + 24 * (acc[o] as Set<string>).size;
+        case DISTINCT: {
+          const seen = acc[o] as Set<string> | HllRegisters;
+          bytes += seen instanceof Uint8Array ? seen.length : 64 + 2 * (acc[o + 1] as number) + 24 * seen.size;
           break;
+        }
         case SMA:
           bytes += 32 + 8 * this.#params[i]!;
           break;
@@ -478,6 +502,14 @@ function typeError(op: string, columnName: string, value: unknown): FvError {
   return new FvError("POISON_ROW", `${op} of column "${columnName}" needs a finite number, got ${got}`, {
     context: { reason: "type_error", field: columnName },
   });
+}
+
+/** countDistinct past its exact bound: the set's values go into HyperLogLog registers. */
+function toHll(acc: Slots, o: number): void {
+  const registers = newHll();
+  for (const key of acc[o] as Set<string>) hllAdd(registers, key);
+  acc[o] = registers;
+  acc[o + 1] = -1;
 }
 
 /** The identity of a value for countDistinct: 1 and "1" differ, 0 and -0 do not. */

@@ -5,6 +5,24 @@ function sessions(fields: Record<string, unknown>) {
   return compileOp({ op: "sessionAggregate", timeColumn: "ts", gapMs: 10, aggs: [{ op: "count" }], ...fields });
 }
 
+describe("sessionAggregate: countDistinct past exactUpTo", () => {
+  test("merging sessions unions their values: two sets, a set and registers, two register sets", () => {
+    for (const [left, right] of [[30, 30], [30, 3000], [3000, 3000]] as const) {
+      const op = sessions({ aggs: [{ op: "countDistinct", column: "v", exactUpTo: 100 }] }).create();
+      // Session A at 0 (values 0..left-1), session B at 15 (values overlapping half of A's), then a bridging row at 8.
+      for (let i = 0; i < left; i++) op.process({ ts: 0, v: i }, 0, 0);
+      for (let i = 0; i < right; i++) op.process({ ts: 15, v: Math.floor(left / 2) + i }, 15, 0);
+      op.process({ ts: 8, v: 0 }, 8, 0);
+      const fired = op.advance(100);
+      expect(fired.length).toBe(1);
+      const [out] = fired;
+      const union = Math.floor(left / 2) + right;
+      expect(Math.abs((out!.countDistinct_v as number) - union) / union).toBeLessThan(0.03);
+      if (union <= 100) expect(out!.countDistinct_v).toBe(union);
+    }
+  });
+});
+
 describe("sessionAggregate: emit", () => {
   test('emit = "update": the session as it stands after each row (a bridging row gives the merged session), nothing at close', () => {
     const op = sessions({ emit: "update" }).create();
