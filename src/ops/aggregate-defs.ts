@@ -22,6 +22,14 @@ export const aggregateSchema = v.variant("op", [
     alias,
   }),
   v.strictObject({
+    op: v.literal("percentile"),
+    column,
+    q: v.pipe(v.number("q is a number"), v.minValue(0, "q is between 0 and 1, e.g. q = 0.99"), v.maxValue(1, "q is between 0 and 1, e.g. q = 0.99")),
+    /** Exact up to this many values per window (or session); past it, a t-digest. */
+    exactUpTo: v.optional(v.pipe(v.number("exactUpTo is a number"), v.safeInteger("exactUpTo is a whole number"), v.minValue(1, "exactUpTo must be at least 1")), 10_000),
+    alias,
+  }),
+  v.strictObject({
     op: v.literal("sma"),
     column,
     n: v.pipe(v.number("n is a number"), v.safeInteger("n is a whole number"), v.minValue(1, "n must be at least 1")),
@@ -33,7 +41,7 @@ export const aggregateSchema = v.variant("op", [
     alpha: v.pipe(v.number("alpha is a number"), v.gtValue(0, "alpha must be above 0"), v.maxValue(1, "alpha must be at most 1")),
     alias,
   }),
-], `each aggregate needs op = one of "count", ${plainOps.map((o) => `"${o}"`).join(", ")}, "countDistinct", "sma", "ema"`);
+], `each aggregate needs op = one of "count", ${plainOps.map((o) => `"${o}"`).join(", ")}, "countDistinct", "percentile", "sma", "ema"`);
 
 /** The `aggs` field of an aggregating step: one aggregate or more. */
 export const aggregateList = v.pipe(

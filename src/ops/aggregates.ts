@@ -12,6 +12,7 @@ import type { Row, Value } from "../expr/index.ts";
 import { type AggregateDef, type AggregateInfo, type AggregateOp, defaultAlias } from "./aggregate-defs.ts";
 import { approxBytes, type StateReader } from "./state-values.ts";
 
+import { type Digest, digestAdd, digestMerge, digestQuantile, newDigest } from "./t-digest.ts";
 import { HLL_PRECISION, hllAdd, hllEstimate, hllFromText, hllMerge, type HllRegisters, hllToText, newHll } from "./hyperloglog.ts";
 export { type AggregateDef, type AggregateInfo, aggregateList, type AggregateOp, aggregateSchema, defaultAlias } from "./aggregate-defs.ts";
 
@@ -30,14 +31,15 @@ const SMA = 10; //          [ring of the last n values, next write position]
 const EMA = 11; //          [ema | null]
 const ARGMAX = 12; //       [max | null, the row]
 const ARGMIN = 13; //       [min | null, the row]
+const PERCENTILE = 14; //   [values (exact) | Digest past exactUpTo]
 
 const kindOf: Record<AggregateOp, number> = {
   count: COUNT, sum: SUM, avg: AVG, min: MIN, max: MAX, first: FIRST, last: LAST,
   countDistinct: DISTINCT, stddev: STDDEV, stddevPop: STDDEV_POP, sma: SMA, ema: EMA,
   // The same Welford accumulator as stddev; read out without the square root.
-  variance: STDDEV, variancePop: STDDEV_POP, argmax: ARGMAX, argmin: ARGMIN,
+  variance: STDDEV, variancePop: STDDEV_POP, argmax: ARGMAX, argmin: ARGMIN, percentile: PERCENTILE,
 };
-const numeric = new Set([SUM, AVG, MIN, MAX, STDDEV, STDDEV_POP, SMA, EMA]);
+const numeric = new Set([SUM, AVG, MIN, MAX, STDDEV, STDDEV_POP, SMA, EMA, PERCENTILE]);
 
 /** A window's (or session's) accumulators: one flat array, laid out by `Aggregates`. */
 export type Slots = unknown[];
@@ -55,6 +57,10 @@ export class Aggregates {
   readonly #params: number[];
   /** stddev, stddevPop: read out as the square root of the variance. */
   readonly #root: boolean[];
+  /** percentile: q. */
+  readonly #q: number[];
+  /** countDistinct, percentile: exact up to this many values. */
+  readonly #exactUpTo: number[];
   readonly #template: Slots;
   /** Offsets of slots that need a fresh object per window (countDistinct's Set, sma's ring). */
   readonly #fresh: Array<[number, number]> = [];
@@ -63,7 +69,9 @@ export class Aggregates {
     this.list = defs.map((def) => ({ op: def.op, alias: def.alias ?? defaultAlias(def), column: def.column, mergeable: def.op !== "sma" && def.op !== "ema" }));
     this.#kinds = defs.map((def) => kindOf[def.op]);
     this.#columns = defs.map((def) => def.column);
-    this.#params = defs.map((def) => def.op === "sma" ? def.n : def.op === "ema" ? def.alpha : def.op === "countDistinct" ? def.exactUpTo : 0);
+    this.#params = defs.map((def) => def.op === "sma" ? def.n : def.op === "ema" ? def.alpha : 0);
+    this.#q = defs.map((def) => def.op === "percentile" ? def.q : 0);
+    this.#exactUpTo = defs.map((def) => def.op === "countDistinct" || def.op === "percentile" ? def.exactUpTo : 0);
     this.#root = defs.map((def) => def.op === "stddev" || def.op === "stddevPop");
     this.#offsets = [];
     const template: Slots = [];
@@ -90,6 +98,10 @@ export class Aggregates {
         case DISTINCT:
         case SMA:
           template.push(null, 0);
+          this.#fresh.push([o, kind]);
+          break;
+        case PERCENTILE:
+          template.push(null);
           this.#fresh.push([o, kind]);
           break;
         default:
@@ -126,6 +138,7 @@ export class Aggregates {
   create(): Slots {
     const acc = this.#template.slice();
     for (const [o, kind] of this.#fresh) acc[o] = kind === DISTINCT ? new Set<string>() : [];
+    // (PERCENTILE: a list of the values while exact, like sma's ring.)
     return acc;
   }
 
@@ -174,7 +187,7 @@ export class Aggregates {
           else if (!seen.has(key)) {
             seen.add(key);
             acc[o + 1] = (acc[o + 1] as number) + key.length;
-            if (seen.size > this.#params[i]!) toHll(acc, o);
+            if (seen.size > this.#exactUpTo[i]!) toHll(acc, o);
           }
           break;
         }
@@ -203,6 +216,16 @@ export class Aggregates {
         case EMA: {
           const alpha = this.#params[i]!;
           acc[o] = acc[o] === null ? value : alpha * (value as number) + (1 - alpha) * (acc[o] as number);
+          break;
+        }
+        case PERCENTILE: {
+          const held = acc[o] as number[] | Digest;
+          if (Array.isArray(held)) {
+            held.push(value as number);
+            if (held.length > this.#exactUpTo[i]!) acc[o] = toDigest(held);
+          } else {
+            digestAdd(held, value as number);
+          }
           break;
         }
         case ARGMAX:
@@ -271,7 +294,7 @@ export class Aggregates {
             }
           }
           into[o + 1] = chars;
-          if (seen.size > this.#params[i]!) toHll(into, o);
+          if (seen.size > this.#exactUpTo[i]!) toHll(into, o);
           break;
         }
         case STDDEV:
@@ -291,6 +314,20 @@ export class Aggregates {
           into[o] = n;
           into[o + 1] = (into[o + 1] as number) + (delta * nb) / n;
           into[o + 2] = (into[o + 2] as number) + (later[o + 2] as number) + (delta * delta * na * nb) / n;
+          break;
+        }
+        case PERCENTILE: {
+          const mine = into[o] as number[] | Digest;
+          const theirs = later[o] as number[] | Digest;
+          if (Array.isArray(mine) && Array.isArray(theirs)) {
+            mine.push(...theirs);
+            if (mine.length > this.#exactUpTo[i]!) into[o] = toDigest(mine);
+            break;
+          }
+          const digest = Array.isArray(mine) ? toDigest(mine) : mine;
+          if (Array.isArray(theirs)) for (const x of theirs) digestAdd(digest, x);
+          else digestMerge(digest, theirs);
+          into[o] = digest;
           break;
         }
         case ARGMAX:
@@ -330,6 +367,10 @@ export class Aggregates {
       case DISTINCT: {
         const seen = acc[o] as Set<string> | HllRegisters;
         return seen instanceof Uint8Array ? hllEstimate(seen) : seen.size;
+      }
+      case PERCENTILE: {
+        const held = acc[o] as number[] | Digest;
+        return Array.isArray(held) ? exactQuantile(held, this.#q[i]!) : digestQuantile(held, this.#q[i]!);
       }
       case STDDEV:
       case STDDEV_POP: {
@@ -373,6 +414,11 @@ export class Aggregates {
         case DISTINCT: {
           const seen = acc[o] as Set<string> | HllRegisters;
           out.push(seen instanceof Uint8Array ? { hll: hllToText(seen) } : [...seen]);
+          break;
+        }
+        case PERCENTILE: {
+          const held = acc[o] as number[] | Digest;
+          out.push(Array.isArray(held) ? [...held] : { means: [...held.means], counts: [...held.counts], buffer: [...held.buffer], min: held.min, max: held.max });
           break;
         }
         case STDDEV:
@@ -430,6 +476,19 @@ export class Aggregates {
             acc[o + 1] = pair[1];
           }
           break;
+        case PERCENTILE: {
+          if (Array.isArray(x)) {
+            acc[o] = x.map((value) => r.number(value, `a ${op} value`));
+            break;
+          }
+          const d = r.object(x, op);
+          const means = r.list(d.means, `${op} means`).map((m) => r.number(m, `a ${op} mean`));
+          const counts = r.list(d.counts, `${op} counts`).map((c) => r.integer(c, `a ${op} count`));
+          if (means.length !== counts.length) r.fail(`${op} has ${means.length} means and ${counts.length} counts`);
+          const buffer = r.list(d.buffer, `${op} buffer`).map((b) => r.number(b, `a ${op} buffered value`));
+          acc[o] = { means, counts, buffer, min: r.number(d.min, `${op} min`), max: r.number(d.max, `${op} max`) } satisfies Digest;
+          break;
+        }
         case DISTINCT: {
           if (typeof x === "object" && x !== null && !Array.isArray(x)) {
             const registers = hllFromText(r.string((x as { hll?: unknown }).hll, `${op} hll`));
@@ -483,6 +542,11 @@ export class Aggregates {
         case ARGMIN:
           if (acc[o] !== null) bytes += approxBytes(acc[o + 1]);
           break;
+        case PERCENTILE: {
+          const held = acc[o] as number[] | Digest;
+          bytes += 32 + 8 * (Array.isArray(held) ? held.length : 2 * held.means.length + held.buffer.length);
+          break;
+        }
         case DISTINCT: {
           const seen = acc[o] as Set<string> | HllRegisters;
           bytes += seen instanceof Uint8Array ? seen.length : 64 + 2 * (acc[o + 1] as number) + 24 * seen.size;
@@ -502,6 +566,23 @@ function typeError(op: string, columnName: string, value: unknown): FvError {
   return new FvError("POISON_ROW", `${op} of column "${columnName}" needs a finite number, got ${got}`, {
     context: { reason: "type_error", field: columnName },
   });
+}
+
+/** percentile past its exact bound: the values go into a t-digest. */
+function toDigest(values: number[]): Digest {
+  const digest = newDigest();
+  for (const x of values) digestAdd(digest, x);
+  return digest;
+}
+
+/** The q-quantile of the values, interpolating linearly between the two nearest ranks (numpy's default); null when there are none. */
+function exactQuantile(values: readonly number[], q: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const h = (sorted.length - 1) * q;
+  const lo = Math.floor(h);
+  const hi = Math.min(lo + 1, sorted.length - 1);
+  return sorted[lo]! + (h - lo) * (sorted[hi]! - sorted[lo]!);
 }
 
 /** countDistinct past its exact bound: the set's values go into HyperLogLog registers. */

@@ -23,6 +23,28 @@ describe("sessionAggregate: countDistinct past exactUpTo", () => {
   });
 });
 
+describe("sessionAggregate: percentile", () => {
+  test("merging sessions merges their values or digests: the median of the union", () => {
+    for (const [left, right] of [[40, 40], [40, 4000], [4000, 4000]] as const) {
+      const op = sessions({ aggs: [{ op: "percentile", column: "v", q: 0.5, exactUpTo: 100 }] }).create();
+      // Session A at 0 holds 0 … left−1, session B at 15 holds left … left+right−1; a row at 8 (value 0) bridges them.
+      for (let i = 0; i < left; i++) op.process({ ts: 0, v: i }, 0, 0);
+      for (let i = 0; i < right; i++) op.process({ ts: 15, v: left + i }, 15, 0);
+      op.process({ ts: 8, v: 0 }, 8, 0);
+      const [out] = op.advance(100);
+      const all = [...Array(left + right).keys(), 0].sort((a, b) => a - b);
+      const estimate = out!.percentile_v as number;
+      if (all.length <= 100) {
+        // Still exact: the middle one of 81 values.
+        expect(estimate).toBe(all[40]!);
+        continue;
+      }
+      const rank = all.filter((v) => v < estimate).length / all.length;
+      expect(Math.abs(rank - 0.5)).toBeLessThan(0.005);
+    }
+  });
+});
+
 describe("sessionAggregate: emit", () => {
   test('emit = "update": the session as it stands after each row (a bridging row gives the merged session), nothing at close', () => {
     const op = sessions({ emit: "update" }).create();

@@ -38,6 +38,8 @@ const cases: Case[] = [
         { op: "last", column: "x" },
         { op: "countDistinct", column: "x" },
         { op: "countDistinct", column: "x", exactUpTo: 2, alias: "approx" },
+        { op: "percentile", column: "x", q: 0.9, exactUpTo: 2, alias: "p90" },
+        { op: "percentile", column: "x", q: 0.5, alias: "p50" },
         { op: "stddev", column: "x" },
         { op: "variancePop", column: "x" },
         { op: "argmax", column: "x" },
@@ -62,7 +64,7 @@ const cases: Case[] = [
       timeColumn: "ts",
       gapMs: 10,
       groupBy: ["u"],
-      aggs: [{ op: "count" }, { op: "sum", column: "x" }, { op: "avg", column: "x" }, { op: "last", column: "x" }, { op: "countDistinct", column: "x" }, { op: "countDistinct", column: "x", exactUpTo: 1, alias: "approx" }, { op: "stddevPop", column: "x" }, { op: "variance", column: "x" }],
+      aggs: [{ op: "count" }, { op: "sum", column: "x" }, { op: "avg", column: "x" }, { op: "last", column: "x" }, { op: "countDistinct", column: "x" }, { op: "countDistinct", column: "x", exactUpTo: 1, alias: "approx" }, { op: "percentile", column: "x", q: 0.25, exactUpTo: 1, alias: "p25" }, { op: "stddevPop", column: "x" }, { op: "variance", column: "x" }],
     }),
     events: [
       row({ ts: 0, u: "a", x: 1 }), row({ ts: 25, u: "a", x: 2 }), row({ ts: 3, u: "b", x: 0.3 }), wm(12), row({ ts: 14, u: "a", x: 4 }),

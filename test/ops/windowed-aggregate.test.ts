@@ -162,6 +162,48 @@ describe("windowedAggregate: countDistinct past exactUpTo (HyperLogLog)", () => 
   });
 });
 
+describe("windowedAggregate: percentile", () => {
+  const percentile = (values: readonly number[], q: number, exactUpTo?: number) => {
+    const op = windowed({ aggs: [{ op: "percentile", column: "v", q, ...(exactUpTo ? { exactUpTo } : {}) }] }).create();
+    for (const v of values) op.process({ ts: 1, v }, 1, 0);
+    op.process({ ts: 1, v: null }, 1, 0);
+    return op.advance(10)[0]!.percentile_v as number | null;
+  };
+
+  test("exact up to exactUpTo values: linear between the two nearest ranks (numpy's default)", () => {
+    const values = Array.from({ length: 100 }, (_, i) => 100 - i); // 100 … 1, out of order
+    expect(percentile(values, 0.5)).toBe(50.5);
+    expect(percentile(values, 0.99)).toBeCloseTo(99.01, 10);
+    expect(percentile(values, 0)).toBe(1);
+    expect(percentile(values, 1)).toBe(100);
+    expect(percentile([7], 0.3)).toBe(7);
+    expect(percentile([], 0.5)).toBe(null);
+  });
+
+  let seed = 7;
+  const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  const cases: Array<[string, () => number[]]> = [
+    ["uniform", () => Array.from({ length: 50_000 }, () => random() * 1000)],
+    ["log-normal (a long tail)", () => Array.from({ length: 50_000 }, () => Math.exp(2 * Math.sqrt(-2 * Math.log(random() + 1e-12)) * Math.cos(2 * Math.PI * random())))],
+    ["ascending", () => Array.from({ length: 50_000 }, (_, i) => i)],
+  ];
+  test.each(cases)("past it (a t-digest), %s values: each quantile within 0.5%% of its rank", (_, make) => {
+    const values = make();
+    const sorted = [...values].sort((a, b) => a - b);
+    for (const q of [0.01, 0.1, 0.5, 0.9, 0.99, 0.999]) {
+      const estimate = percentile(values, q, 100)!;
+      const rank = sorted.filter((v) => v < estimate).length / sorted.length;
+      expect(Math.abs(rank - q)).toBeLessThan(0.005);
+      expect(estimate).toBeGreaterThanOrEqual(sorted[0]!);
+      expect(estimate).toBeLessThanOrEqual(sorted.at(-1)!);
+    }
+  });
+
+  test("q outside [0, 1] is refused, naming the field", () => {
+    expect(() => windowed({ aggs: [{ op: "percentile", column: "v", q: 99 }] })).toThrow("q is between 0 and 1");
+  });
+});
+
 describe("windowedAggregate: emit", () => {
   test('emit = "update": a row with the window\'s aggregates at every change, in each window the row joins, and nothing at close', () => {
     const op = windowed({ emit: "update", groupBy: ["g"], aggs: [{ op: "count" }, { op: "sum", column: "x" }] }).create();
