@@ -115,6 +115,11 @@ export class Aggregates {
     return this.list.length;
   }
 
+  /** Whether rows must be added in arrival order (sma, ema); the others give the same from rows in (event time, arrival) order. */
+  get arrivalOrdered(): boolean {
+    return this.#kinds.some((k) => k === SMA || k === EMA);
+  }
+
   /**
    * Reads the row's input for each aggregate into `values` (count of rows reads `true`) and
    * checks it. Throws POISON_ROW "type_error" for a non-null value an aggregate cannot take, so

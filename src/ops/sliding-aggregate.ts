@@ -103,37 +103,38 @@ export class SlidingAggregate extends StatefulOperator<Buffered> {
     const from = this.state.watermark;
     if (!this.state.advanceTo(watermark)) return [];
     const until = this.state.watermark;
-    // 1. The groups with a window closing, or a row leaving, below the new watermark.
-    const touched = new Set<Group>();
+    const { sizeMs } = this.#c;
+    // 1. The timers below the new watermark: a row's left window closes (at its time), or its
+    //    right window closes and it leaves (at time + windowMs + 1). The candidate starts per group.
+    const touched = new Map<Group, Set<number>>();
     for (let t = this.#timers.peek(); t !== undefined && t.at < until; t = this.#timers.peek()) {
       this.#timers.pop();
-      if (!t.row.removed) touched.add(this.#groups.get(t.row.id)!);
+      const b = t.row;
+      if (b.removed) continue;
+      const g = this.#groups.get(b.id)!;
+      let starts = touched.get(g);
+      if (starts === undefined) touched.set(g, (starts = new Set()));
+      if (this.#c.update) continue;
+      if (t.at === b.time) starts.add(b.time - sizeMs);
+      else if (this.#countIn(g, b.time + 1, b.time + 1 + sizeMs) > 0) starts.add(b.time + 1);
     }
-    // 2. emit = "final": the windows that close now, [from, until) by end, computed from the rows.
+    // 2. emit = "final": the windows that close now (their end in [from, until)), by end.
     const out: Array<{ end: number; start: number; first: number; row: Row }> = [];
-    const { sizeMs } = this.#c;
-    for (const g of touched) {
-      if (this.#c.update) break;
-      const starts = new Set<number>();
+    for (const [g, starts] of touched) {
       const first = g.rows[0]!.seq;
-      for (const b of g.rows) {
-        if (b.time >= from && b.time < until) starts.add(b.time - sizeMs);
-        const end = b.time + 1 + sizeMs;
-        if (end >= from && end < until && this.#rowsIn(g, b.time + 1, end).length > 0) starts.add(b.time + 1);
-      }
-      for (const start of starts) out.push({ end: start + sizeMs, start, first, row: this.#result(g, start) });
+      for (const start of starts) if (start + sizeMs >= from) out.push({ end: start + sizeMs, start, first, row: this.#result(g, start) });
     }
     out.sort((a, b) => a.end - b.end || a.start - b.start || a.first - b.first);
-    // 3. Rows whose last window has closed leave.
-    for (const g of touched) {
-      const keep = g.rows.filter((b) => b.time + sizeMs + 1 >= until);
-      for (const b of g.rows) {
-        if (b.time + sizeMs + 1 >= until) continue;
-        this.state.removed(b);
-        this.#count--;
+    // 3. Rows whose last window has closed leave: a prefix of each group's rows (sorted by time).
+    for (const g of touched.keys()) {
+      let leaving = 0;
+      while (leaving < g.rows.length && g.rows[leaving]!.time + sizeMs + 1 < until) {
+        this.state.removed(g.rows[leaving]!);
+        leaving++;
       }
-      g.rows = keep;
-      if (keep.length === 0) this.#groups.delete(this.#c.group.idOf(g.group));
+      this.#count -= leaving;
+      if (leaving > 0) g.rows = g.rows.slice(leaving);
+      if (g.rows.length === 0) this.#groups.delete(this.#c.group.idOf(g.group));
     }
     return out.map((o) => o.row);
   }
@@ -146,7 +147,7 @@ export class SlidingAggregate extends StatefulOperator<Buffered> {
     const starts = new Set<number>();
     for (const b of g.rows) {
       if (b.time >= this.state.watermark) starts.add(b.time - this.#c.sizeMs);
-      if (this.#rowsIn(g, b.time + 1, b.time + 1 + this.#c.sizeMs).length > 0) starts.add(b.time + 1);
+      if (this.#countIn(g, b.time + 1, b.time + 1 + this.#c.sizeMs) > 0) starts.add(b.time + 1);
     }
     return [...starts].sort((a, b) => a - b).map((start) => this.#result(g, start));
   }
@@ -180,16 +181,26 @@ export class SlidingAggregate extends StatefulOperator<Buffered> {
     this.#timers.push({ at: b.time + this.#c.sizeMs + 1, seq: b.seq, row: b });
   }
 
-  /** The group's rows with from ≤ time ≤ to. */
+  /** The group's rows with from ≤ time ≤ to, in (time, arrival) order (a binary search, then a walk). */
   #rowsIn(g: Group, from: number, to: number): Buffered[] {
-    return g.rows.filter((b) => b.time >= from && b.time <= to);
+    const rows = g.rows;
+    const out: Buffered[] = [];
+    for (let i = lowerBound(rows, from); i < rows.length && rows[i]!.time <= to; i++) out.push(rows[i]!);
+    return out;
+  }
+
+  #countIn(g: Group, from: number, to: number): number {
+    const rows = g.rows;
+    let n = 0;
+    for (let i = lowerBound(rows, from); i < rows.length && rows[i]!.time <= to; i++) n++;
+    return n;
   }
 
   /** The windows a row at `t` changed or made: its left and right windows, and those of the rows around it that hold it. */
   #changed(g: Group, t: number): Row[] {
     const size = this.#c.sizeMs;
     const starts = new Set<number>([t - size]);
-    if (this.#rowsIn(g, t + 1, t + 1 + size).length > 0) starts.add(t + 1);
+    if (this.#countIn(g, t + 1, t + 1 + size) > 0) starts.add(t + 1);
     for (const b of g.rows) {
       if (b.time > t && b.time <= t + size) starts.add(b.time - size);
       if (b.time < t && b.time >= t - size - 1) starts.add(b.time + 1);
@@ -200,8 +211,9 @@ export class SlidingAggregate extends StatefulOperator<Buffered> {
   /** The window [start, start + size] of a group, aggregated over its rows in arrival order. */
   #result(g: Group, start: number): Row {
     const end = start + this.#c.sizeMs;
-    const rows = this.#rowsIn(g, start, end).sort((a, b) => a.seq - b.seq);
     const aggs = this.#c.aggs;
+    const rows = this.#rowsIn(g, start, end);
+    if (aggs.arrivalOrdered) rows.sort((a, b) => a.seq - b.seq);
     const acc = aggs.create();
     for (const b of rows) aggs.add(acc, b.values, b.time);
     const out: Row = { windowStart: start, windowEnd: end };
@@ -220,4 +232,16 @@ export class SlidingAggregate extends StatefulOperator<Buffered> {
     if (seq < 0 || r.key !== `r:${seq}`) r.fail(`seq ${seq} does not match the key`);
     return { key: r.key, seq, persisted: true, dirty: false, removed: false, time: r.number(o.time, "time"), id: this.#c.group.idOf(group), group, values };
   }
+}
+
+/** The first index whose row is at `time` or later. */
+function lowerBound(rows: readonly Buffered[], time: number): number {
+  let lo = 0;
+  let hi = rows.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (rows[mid]!.time < time) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
