@@ -4,7 +4,7 @@ import type { Row } from "../expr/index.ts";
 import { type StateRead, type StateWatches, watchKeyOf } from "./state-reads.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
-import { type CacheStats, eventTimeOf, META_KEY, type Operator, type StateEntry, type StateSource } from "../ops/index.ts";
+import { type CacheStats, eventTimeOf, META_KEY, NO_OUTPUT, type Operator, type StateEntry, type StateSource } from "../ops/index.ts";
 import { delay } from "../async.ts";
 import type { Logger } from "../logger.ts";
 import type { Written } from "../kafka/port.ts";
@@ -533,8 +533,9 @@ export class OperatorTasks {
     const next = offset + 1n;
     if (offset < (task.covered.get(coverKey) ?? -1n)) return { rows: [], late: [], skipped: true };
     const compiled = task.stage.operator!.compiled;
-    const time = eventTimeOf(row, compiled.timeColumn);
-    const out = task.op.process(row, time, input);
+    const time = compiled.eventTime ? compiled.eventTime(row, input) : eventTimeOf(row, compiled.timeColumn);
+    // A tableJoin's table rows are keyed by their message key.
+    const out = compiled.tableInput === input && source === undefined ? task.op.process(row, time, input, keyText(record.key)) : task.op.process(row, time, input);
     task.covered.set(coverKey, next);
     if (this.watches?.watches(task.stage.index)) this.#tellWatchers(task, compiled.keyColumns, row);
     task.offsetsDirty = true;
@@ -544,6 +545,20 @@ export class OperatorTasks {
     else seen.seenAt = Date.now();
     this.counters.late += out.late.length;
     return { rows: out.rows, late: out.late, skipped: false };
+  }
+
+  /**
+   * A record without a value on a tableJoin's table: its key is deleted. Tracked like a row (its
+   * offset is covered once applied), but it moves no event time.
+   */
+  tombstone(task: Task, record: InboundRecord, input: number): { rows: Row[]; skipped: boolean } {
+    if (record.offset < (task.covered.get(record.topic) ?? -1n)) return { rows: [], skipped: true };
+    const key = keyText(record.key);
+    if (key === null) throw new FvError("POISON_ROW", "tableJoin: a table tombstone has no key: nothing to delete", { context: { reason: "null_key" } });
+    const out = task.op.tombstone?.(key, input) ?? NO_OUTPUT;
+    task.covered.set(record.topic, record.offset + 1n);
+    task.offsetsDirty = true;
+    return { rows: out.rows, skipped: false };
   }
 
   /** Keys being watched (the loop's, across sessions): each change a row makes goes to their listeners. */
@@ -875,4 +890,10 @@ export class OperatorTasks {
   async close(): Promise<void> {
     await Promise.all([...this.#tasks.values().map((task) => task.store?.close()), ...this.#closing]);
   }
+}
+
+const KEY_DECODER = new TextDecoder();
+/** A record's message key as text (UTF-8), or null. */
+function keyText(key: Uint8Array | null): string | null {
+  return key === null ? null : KEY_DECODER.decode(key);
 }

@@ -295,13 +295,18 @@ async function prepareTopics(
     for (const stage of compiled.stages.filter((s) => s.operator)) {
       const counts = stage.def.inputs.map((d) => partitionsOf(d) ?? specs.find((s) => s.topic === plan.bindings[d]!.topic)?.partitions ?? 1);
       const hop = keyings.get(stage.index)?.hop;
+      const table = stage.operator!.compiled.tableInput;
       if (hop) {
-        const partitions = settings.repartitionPartitions || Math.max(...counts);
-        const upstream = stage.def.inputs.flatMap((d, i) => Array.from({ length: counts[i]! }, (_, p) => `${plan.bindings[d]!.topic}:${p}`));
+        // A tableJoin's table is not re-keyed: the repartition topic takes its partition count.
+        const partitions = table !== undefined ? counts[table]! : settings.repartitionPartitions || Math.max(...counts);
+        if (table !== undefined && settings.repartitionPartitions && settings.repartitionPartitions !== partitions) {
+          throw new FvError("INVALID_TOPOLOGY", `stage ${stage.index + 1}: STREAM_REPARTITION_PARTITIONS=${settings.repartitionPartitions}, but the tableJoin's table ${plan.bindings[stage.def.inputs[table]!]!.topic} has ${partitions} partitions, and the stream is re-keyed to the table's partitions: unset it`, { context: { stage: stage.index + 1, field: "inputs" } });
+        }
+        const upstream = stage.def.inputs.flatMap((d, i) => (i === table ? [] : Array.from({ length: counts[i]! }, (_, p) => `${plan.bindings[d]!.topic}:${p}`)));
         hops[stage.index] = { topic: hop.topic, partitions, keyColumns: hop.keyColumns.map((c) => [...c]), upstream: [...new Set(upstream)] };
         // Deleted by time, like Kafka Streams' repartition topics; a week covers a long stop.
         specs.push({ topic: hop.topic, partitions, configs: { "cleanup.policy": "delete", "retention.ms": String(7 * 24 * 3600 * 1000) } });
-        internalTopics.push({ topic: hop.topic, partitions, purpose: "repartition", stage: stage.index + 1, keyedBy: [...hop.keyColumns[0]!] });
+        internalTopics.push({ topic: hop.topic, partitions, purpose: "repartition", stage: stage.index + 1, keyedBy: [...hop.keyColumns.find((c) => c.length > 0)!] });
         statePartitions = Math.max(statePartitions, partitions);
         continue;
       }

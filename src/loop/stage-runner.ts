@@ -54,7 +54,8 @@ export function routesOf(stages: readonly CompiledStage[], plan: Pick<LoopPlan, 
         deadLetterTopic: binding.policy.deadLetter,
         stageLabel,
         outputKey,
-        ...(hop ? { toHop: { topic: hop.topic, partitions: hop.partitions, keyColumns: hop.keyColumns[inputIndex]! } } : {}),
+        // (A tableJoin's table has no key columns: it is read as it is, not re-keyed.)
+        ...(hop && hop.keyColumns[inputIndex]!.length > 0 ? { toHop: { topic: hop.topic, partitions: hop.partitions, keyColumns: hop.keyColumns[inputIndex]! } } : {}),
       });
     }
     if (hop) {
@@ -152,6 +153,11 @@ export class StageRunner {
           ctx.tasks!.hearWatermark(route.stage, record.partition, heard.source, heard.watermark, heard.idle);
           continue;
         }
+        // A tableJoin's table: a record without a value deletes its key.
+        if (record.value === null && !route.fromHop && route.stage.operator?.compiled.tableInput === route.inputIndex) {
+          await this.#tombstone(e, route, record, ctx.tasks!, revoked);
+          continue;
+        }
         // Each route gets its own parse: steps may change the row in place.
         const decoded = decodeRow(record.value);
         if ("poison" in decoded) {
@@ -172,7 +178,8 @@ export class StageRunner {
           // repartition topic; a row without a usable event time is poison here, at its source.
           let time;
           try {
-            time = eventTimeOf(row, route.stage.operator!.compiled.timeColumn);
+            const compiled = route.stage.operator!.compiled;
+            time = compiled.eventTime ? compiled.eventTime(row, route.inputIndex) : eventTimeOf(row, compiled.timeColumn);
           } catch (error) {
             this.#isolate(e, route, error, { record });
             continue;
@@ -241,6 +248,17 @@ export class StageRunner {
     // (A row of the operator that the steps after it filter out is not counted as dropped, unlike
     // a compute step's or a fired one: the counters have always read so.)
     this.#after(e, route, result.rows, { record }, { keyed: true, dropIsCounted: false });
+  }
+
+  /** A tombstone on a tableJoin's table, into the operator of its partition (restored first, as for a row). */
+  async #tombstone(e: Emissions, route: Route, record: InboundRecord, tasks: OperatorTasks, revoked: { has(tp: TopicPartition): boolean }): Promise<void> {
+    const task = await tasks.task(route.stage, record.partition);
+    if (revoked.has(record)) return;
+    try {
+      tasks.tombstone(task, record, route.inputIndex);
+    } catch (error) {
+      this.#isolate(e, route, error, { record });
+    }
   }
 
   /**

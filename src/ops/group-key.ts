@@ -55,6 +55,17 @@ export function groupKey(columns: readonly string[]): GroupKey {
   return { columns: cols, values, idOf: textOf, idOfRow: (row) => JSON.stringify(values(row)), textOf };
 }
 
+/**
+ * A group key as message-key text: one string column is the string itself (so a topic keyed by
+ * `sym` reads naturally); anything else is the JSON of the value, or of the list of values. Hop
+ * records, stateful outputs and table lookups use it alike, so equal keys land in equal
+ * partitions and find each other.
+ */
+export function groupKeyText(values: readonly unknown[]): string {
+  if (values.length === 1) return typeof values[0] === "string" ? values[0] : JSON.stringify(values[0] ?? null);
+  return JSON.stringify(values.map((v) => v ?? null));
+}
+
 /** Writes the group columns into an output row. */
 export function writeGroup(out: Row, columns: readonly string[], values: readonly unknown[]): void {
   for (let i = 0; i < columns.length; i++) out[columns[i]!] = values[i];

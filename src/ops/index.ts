@@ -16,6 +16,7 @@ import { compileLastN, lastNSchema } from "./last-n.ts";
 import type { OperatorKind } from "./operator.ts";
 import { compileSessionAggregate, sessionAggregateSchema } from "./session-aggregate.ts";
 import { compileStreamJoin, streamJoinSchema } from "./stream-join.ts";
+import { compileTableJoin, tableJoinSchema } from "./table-join.ts";
 import { compileTopN, topNSchema } from "./top-n.ts";
 import { compileWindowedAggregate, windowedAggregateSchema } from "./windowed-aggregate.ts";
 
@@ -42,6 +43,7 @@ export const operatorSteps: Record<string, OperatorKind> = {
   windowedAggregate: { schema: windowedAggregateSchema, compile: compileWindowedAggregate },
   sessionAggregate: { schema: sessionAggregateSchema, compile: compileSessionAggregate },
   streamJoin: { schema: streamJoinSchema, compile: compileStreamJoin },
+  tableJoin: { schema: tableJoinSchema, compile: compileTableJoin },
   topN: { schema: topNSchema, compile: compileTopN },
   lastN: { schema: lastNSchema, compile: compileLastN },
 };

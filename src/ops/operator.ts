@@ -77,9 +77,12 @@ export interface Operator {
    * One input row with its event time in epoch ms. `input` is the index of the stage input it
    * came from (0 = left, 1 = right for streamJoin). Throws FvError POISON_ROW (with
    * `context.reason`) for a row it cannot use; a poison row leaves the state unchanged.
-   * The output is read-only (it may be the shared, frozen `NO_OUTPUT`).
+   * The output is read-only (it may be the shared, frozen `NO_OUTPUT`). `key`: the record's
+   * message key as text, for an operator that keys by it (a tableJoin's table rows).
    */
-  process(row: Row, eventTime: number, input: number): OperatorOutput;
+  process(row: Row, eventTime: number, input: number, key?: string | null): OperatorOutput;
+  /** A record without a value (a tombstone) on an input keyed by its message key: a tableJoin's table deletes the key. */
+  tombstone?(key: string, input: number): OperatorOutput;
   /** The watermark moved forward (epoch ms): fire and evict whatever it closes. Smaller values are ignored. */
   advance(watermark: number): Row[];
   /** State changed since the last call, as changelog entries; clears the dirty set. Throws STATE_CORRUPTED rather than write a value JSON cannot carry. */
@@ -131,6 +134,8 @@ export interface OperatorContext {
   step: number;
   /** Number of stage inputs (streamJoin needs exactly 2). */
   inputs: number;
+  /** The stage's input datasets, in order (a tableJoin's `table` names one). */
+  inputNames?: readonly string[];
 }
 
 /** A step compiled once per stage; the engine calls `create()` once per partition. */
@@ -143,8 +148,18 @@ export interface CompiledOperator {
   readonly allowedLatenessMs: number;
   /** Group or join key columns of input 0, for repartitioning. Empty: one global group per partition. */
   readonly keyColumns: readonly string[];
-  /** Key columns per stage input (differs from `keyColumns` only for a streamJoin with leftKey/rightKey). */
+  /**
+   * Key columns per stage input (differs from `keyColumns` only for a streamJoin with
+   * leftKey/rightKey). Empty for an input keyed by its message key that is never re-keyed (a
+   * tableJoin's table).
+   */
   readonly inputKeyColumns: readonly (readonly string[])[];
+  /** A row's event time, when the operator reads it otherwise than `eventTimeOf(row, timeColumn)`. */
+  readonly eventTime?: (row: Row, input: number) => number;
+  /** tableJoin: the input that is the table (records keyed by their message key; a tombstone deletes). */
+  readonly tableInput?: number;
+  /** tableJoin: every member reads the whole table. */
+  readonly global?: boolean;
 }
 
 /** A stateful step: its valibot schema and its compile function. */

@@ -154,7 +154,7 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
           { stage: index + 1, step: stepIndex + 1, field: "repartition", op: step.op },
         );
       }
-      operator = { op: step.op, step: stepIndex, compiled: compileOperator(fields, index, stepIndex, def.inputs.length), ...(repartition !== undefined ? { repartition } : {}) };
+      operator = { op: step.op, step: stepIndex, compiled: compileOperator(fields, index, stepIndex, def.inputs), ...(repartition !== undefined ? { repartition } : {}) };
       steps.push({ op: step.op, reads: [] });
       return;
     }
@@ -163,8 +163,8 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
     steps.push(compiled);
   });
   const runBefore = chain(before);
-  if (def.inputs.length > 1 && operator?.op !== "streamJoin") {
-    fail(`invalid topology: ${where(index, undefined, undefined, "inputs")}: only a stage with a streamJoin step takes more than one input`, { stage: index + 1, field: "inputs" });
+  if (def.inputs.length > 1 && operator?.op !== "streamJoin" && operator?.op !== "tableJoin") {
+    fail(`invalid topology: ${where(index, undefined, undefined, "inputs")}: only a stage with a streamJoin or tableJoin step takes more than one input`, { stage: index + 1, field: "inputs" });
   }
   const process = compute || operator
     ? () => {
@@ -174,7 +174,8 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
   return { index, def, steps, compute, operator, before: runBefore, nothingBefore: before.length === 0, after: chain(after), process };
 }
 
-function compileOperator(raw: { op: string }, stage: number, step: number, inputs: number): CompiledOperator {
+function compileOperator(raw: { op: string }, stage: number, step: number, inputNames: readonly string[]): CompiledOperator {
+  const inputs = inputNames.length;
   const kind = operatorSteps[raw.op]!;
   const parsed = v.safeParse(kind.schema, raw);
   if (!parsed.success) {
@@ -182,7 +183,7 @@ function compileOperator(raw: { op: string }, stage: number, step: number, input
     fail(`invalid topology: ${where(stage, step, raw.op, field)}: ${message}`, { stage: stage + 1, step: step + 1, field, op: raw.op });
   }
   try {
-    return kind.compile(parsed.output, { stage, step, inputs });
+    return kind.compile(parsed.output, { stage, step, inputs, inputNames });
   } catch (error) {
     const field = String((error as FvError)?.context?.field ?? "op");
     fail(`invalid topology: ${where(stage, step, raw.op, field)}: ${(error as Error).message}`, { stage: stage + 1, step: step + 1, field, op: raw.op }, error);

@@ -10,6 +10,7 @@
  * rows go, re-keyed, through the internal topic `fv-repartition-<name>-<stage>` (stage counted
  * from 1, like every message), and the operator runs on that topic's partitions.
  */
+import { groupKeyText } from "../ops/group-key.ts";
 import type { CompiledStage, CompiledTopology } from "./compile-topology.ts";
 
 /** The columns a dataset's message key is made of, or null when unknown (a source topic's key). */
@@ -61,17 +62,21 @@ export function planKeying(topology: CompiledTopology, pipeline: string): StageK
         ? `${whose} is keyed by ${input.from === undefined ? "its message key" : "columns the engine cannot name"}, not by ${list(wanted[i]!)}`
         : `${whose} is keyed by ${list(input.keying)}, not by ${list(wanted[i]!)}`;
     };
-    const mismatched = inputs.map((input, i) => (input.keying !== null && sameColumns(input.keying, wanted[i]!) ? -1 : i)).filter((i) => i >= 0);
+    // An input wanted keyed by nothing (a tableJoin's table, keyed by its message key) is never re-keyed.
+    const mismatched = inputs.map((input, i) => (wanted[i]!.length === 0 || (input.keying !== null && sameColumns(input.keying, wanted[i]!)) ? -1 : i)).filter((i) => i >= 0);
     const step = `step ${operator.step + 1} (${operator.op})`;
     let plan: StageKeying;
     if (operator.repartition === false) {
       plan = { stage: stage.index, reason: `no repartition: ${step} sets repartition = false (the inputs must already be keyed by ${list(wanted[0]!)})` };
     } else if (operator.repartition === true || mismatched.length > 0) {
       const why = operator.repartition === true ? `${step} sets repartition = true` : mismatched.map(describe).join("; ");
-      const both = inputs.length > 1 ? "; both join inputs go through it, so they are co-partitioned" : "";
+      const table = operator.compiled.tableInput;
+      const both = table !== undefined
+        ? `; the table "${inputs[table]!.dataset}" is read as it is (keyed by its message key), so the repartition topic has its partition count`
+        : inputs.length > 1 ? "; both join inputs go through it, so they are co-partitioned" : "";
       plan = { stage: stage.index, hop: { topic: repartitionTopicOf(pipeline, stage.index), keyColumns: wanted }, reason: `repartition through ${repartitionTopicOf(pipeline, stage.index)} keyed by ${list(wanted[0]!)}: ${why}${both}` };
     } else {
-      plan = { stage: stage.index, reason: `no repartition: ${inputs.map((input) => `input "${input.dataset}" is already keyed by ${list(input.keying!)}`).join("; ")}` };
+      plan = { stage: stage.index, reason: `no repartition: ${inputs.map((input, i) => wanted[i]!.length === 0 ? `input "${input.dataset}" is the table, keyed by its message key` : `input "${input.dataset}" is already keyed by ${list(input.keying!)}`).join("; ")}` };
     }
     plans.push(plan);
     // What the stage emits is keyed by its key columns (a join: the left key, under its prefix).
@@ -119,15 +124,7 @@ function survivingKeying(keying: readonly string[], steps: ReadonlyArray<{ op: s
   return keying;
 }
 
-/**
- * A group key as message-key text: one string column is the string itself (so a topic keyed by
- * `sym` reads naturally); anything else is the JSON of the value, or of the list of values.
- * Hop records and stateful outputs use it alike, so equal keys land in equal partitions.
- */
-export function groupKeyText(values: readonly unknown[]): string {
-  if (values.length === 1) return typeof values[0] === "string" ? values[0] : JSON.stringify(values[0] ?? null);
-  return JSON.stringify(values.map((v) => v ?? null));
-}
+export { groupKeyText };
 
 /** The group key of a row for these key columns (a missing column reads as null). */
 export function rowKeyText(row: Record<string, unknown>, columns: readonly string[]): string {

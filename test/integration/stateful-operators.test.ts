@@ -27,7 +27,7 @@ import { emptyCounters } from "../../src/loop/counters.ts";
 import { OperatorTasks } from "../../src/loop/operator-tasks.ts";
 import { type CliRun, lastRecord, startCli, waitFor } from "../helpers/cli.ts";
 import { createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
-import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
+import { MINUTE, pipelineFile, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
 import { assertRunning, type Stream as OutputStream, startStream, stopWhen } from "../helpers/streams.ts";
 
 type Row = Record<string, unknown>;
@@ -283,6 +283,37 @@ describe("stateful operators through the real broker (4 partitions, STREAM_CONSU
     const { rows: out, final } = await finish("sliding", stream, expected.length);
     expect(distinct(out)).toEqual(sortedExpected(expected));
     expect(final.metrics!.late).toBe(0);
+  });
+
+  test("tableJoin: orders (random keys, through a hop) enriched from a compacted prices table that changes while they flow: exact rows", async () => {
+    const name = uniqueName("table-join");
+    const [orders, prices, output] = ["orders", "prices", "out"].map((t) => `${name}-${t}`) as [string, string, string];
+    await createTopic(orders, PARTITIONS);
+    await createTopic(prices, PARTITIONS);
+    const file = pipelineFile({
+      name,
+      datasets: { orders: { topic: orders }, prices: { topic: prices }, enriched: { topic: output } },
+      transforms: [{ inputs: ["orders", "prices"], output: "enriched", steps: [{ op: "tableJoin", table: "prices", on: "sym", timeColumn: "ts", type: "left", columns: ["px"] }] }],
+    });
+    const syms = ["ACME", "GLOBEX", "INITECH", "UMBRELLA", "HOOLI"];
+    // The table, keyed by sym (message key), version 1 of every price but HOOLI's.
+    await produce(syms.slice(0, 4).map((sym, i) => record(prices, sym, { sym, px: 100 + i })));
+    const stream = await startShared(file, output);
+    const order = (i: number) => ({ id: i, sym: syms[i % syms.length]!, qty: 1 + (i % 3), ts: T0 + i });
+    // Orders keyed by nothing the join uses: they cross a repartition topic keyed by sym.
+    await produce(Array.from({ length: 50 }, (_, i) => record(orders, `o${i}`, order(i))));
+    await waitFor(() => distinct(stream.out.records.map(json)).length >= 50, 60_000, "the first 50 joined orders");
+    // The table changes: ACME's price, a new HOOLI, GLOBEX deleted (a tombstone).
+    await produce([record(prices, "ACME", { sym: "ACME", px: 200 }), record(prices, "HOOLI", { sym: "HOOLI", px: 5 }), { topic: prices, key: "GLOBEX", value: null }]);
+    await waitFor(() => (lastRecord(stream.run.records)?.metrics?.consumed ?? 0) >= 4 + 50 + 3, 30_000, "the table changes read");
+    await new Promise((r) => setTimeout(r, 500));
+    await produce(Array.from({ length: 50 }, (_, j) => record(orders, `o${50 + j}`, order(50 + j))));
+    const first = { ACME: 100, GLOBEX: 101, INITECH: 102, UMBRELLA: 103, HOOLI: null } as Record<string, number | null>;
+    const then = { ...first, ACME: 200, GLOBEX: null, HOOLI: 5 } as Record<string, number | null>;
+    const expected = Array.from({ length: 100 }, (_, i) => ({ ...order(i), px: (i < 50 ? first : then)[order(i).sym] }));
+    const { rows: out, final } = await finish("tableJoin", stream, expected.length);
+    expect(distinct(out)).toEqual(sortedExpected(expected));
+    expect(final.metrics!.poison).toBe(0);
   });
 
   for (const type of ["inner", "left"] as const) {

@@ -22,12 +22,14 @@ export interface Outcome {
 }
 
 /** Runs events through an operator the way the engine will (event time read with eventTimeOf). */
-export function run(op: Operator, timeColumn: string, events: readonly Event[], onStep?: () => void): Outcome {
+export function run(op: Operator, time: string | CompiledOperator, events: readonly Event[], onStep?: () => void): Outcome {
   const out: Outcome = { rows: [], late: [] };
+  // Given the compiled operator, its own way to read event time (tableJoin's table rows need none).
+  const timeOf = typeof time === "string" ? (row: Row) => eventTimeOf(row, time) : (row: Row, input: number) => time.eventTime?.(row, input) ?? eventTimeOf(row, time.timeColumn);
   for (const event of events) {
     if ("watermark" in event) out.rows.push(...op.advance(event.watermark));
     else {
-      const r = op.process(event.row, eventTimeOf(event.row, timeColumn), event.input ?? 0);
+      const r = op.process(event.row, timeOf(event.row, event.input ?? 0), event.input ?? 0);
       out.rows.push(...r.rows);
       out.late.push(...r.late);
     }

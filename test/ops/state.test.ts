@@ -9,7 +9,7 @@ import { compacted, compileOp, type Event, row, run, thrown, viaJson, wm } from 
 interface Case {
   name: string;
   compiled: CompiledOperator;
-  /** A script that fills, fires and evicts state; restores are tried at every point of it. */
+  /** A script that fills, fires and evicts state; restores are tried at every point of it. (clearAt < 0: nothing clears by time.) */
   events: Event[];
   /** Events that leave a value JSON cannot carry in the state. */
   poison: Event[];
@@ -119,6 +119,28 @@ const cases: Case[] = [
     clearAt: 100,
   },
   {
+    name: "tableJoin (processing time, left)",
+    compiled: compileOp({ op: "tableJoin", on: "sym", timeColumn: "ts", type: "left", columns: ["px"] }, 2),
+    events: [
+      row({ sym: "a", px: 1 }, R), row({ ts: 1, sym: "a", q: 1 }, L), row({ ts: 2, sym: "b", q: 2 }, L), row({ sym: "b", px: 2 }, R), wm(1),
+      row({ ts: 3, sym: "b", q: 3 }, L), row({ sym: "a", px: 5 }, R), row({ ts: 4, sym: "a", q: 4 }, L), wm(10), row({ ts: 5, sym: "c", q: 5 }, L),
+    ],
+    poison: [row({ sym: "a", px: Number.NaN }, R)],
+    grow: [row({ sym: "a", px: 1 }, R), row({ sym: "b", px: 1 }, R), row({ sym: "c", px: 1 }, R)],
+    clearAt: -1,
+  },
+  {
+    name: "tableJoin (as of event time)",
+    compiled: compileOp({ op: "tableJoin", on: "sym", timeColumn: "ts", asOf: "eventTime", historyMs: 10 }, 2),
+    events: [
+      row({ ts: 0, sym: "a", px: 1 }, R), row({ ts: 5, sym: "a", px: 2 }, R), row({ ts: 3, sym: "a", q: 1 }, L), row({ ts: 7, sym: "a", q: 2 }, L),
+      row({ ts: 30, sym: "a", px: 3 }, R), row({ ts: 6, sym: "a", q: 3 }, L), row({ ts: 31, sym: "a", q: 4 }, L), wm(10), row({ ts: 2, sym: "b", px: 9 }, R), row({ ts: 2, sym: "b", q: 5 }, L),
+    ],
+    poison: [row({ ts: 0, sym: "a", px: Number.NaN }, R)],
+    grow: [row({ ts: 0, sym: "a", px: 1 }, R), row({ ts: 0, sym: "b", px: 1 }, R), row({ ts: 0, sym: "c", px: 1 }, R)],
+    clearAt: -1,
+  },
+  {
     name: "streamJoin (left)",
     compiled: compileOp({ op: "streamJoin", timeColumn: "ts", on: "id", withinMs: 5, type: "left", rightColumns: ["px"] }, 2),
     events: [
@@ -178,16 +200,16 @@ const cases: Case[] = [
 
 /** Runs the whole script on one instance: the reference output. */
 function reference(c: Case) {
-  return run(c.compiled.create(), c.compiled.timeColumn, c.events);
+  return run(c.compiled.create(), c.compiled, c.events);
 }
 
 /** Runs events[0..cut) on one instance, moves its state to a fresh one with `transfer`, runs the rest there. */
 function withRestoreAt(c: Case, cut: number, transfer: (from: Operator, log: StateEntry[]) => Operator) {
   const first = c.compiled.create();
   const log: StateEntry[] = [];
-  const before = run(first, c.compiled.timeColumn, c.events.slice(0, cut), () => log.push(...viaJson(first.drainChanges())));
+  const before = run(first, c.compiled, c.events.slice(0, cut), () => log.push(...viaJson(first.drainChanges())));
   const second = transfer(first, log);
-  const after = run(second, c.compiled.timeColumn, c.events.slice(cut));
+  const after = run(second, c.compiled, c.events.slice(cut));
   return { rows: [...before.rows, ...after.rows], late: [...before.late, ...after.late] };
 }
 
@@ -240,7 +262,7 @@ describe.each(cases)("$name state", (c) => {
   test("a restored instance's snapshot equals the original's", () => {
     for (const cut of cuts) {
       const op = c.compiled.create();
-      run(op, c.compiled.timeColumn, c.events.slice(0, cut));
+      run(op, c.compiled, c.events.slice(0, cut));
       const snapshot = viaJson(op.snapshot());
       const fresh = c.compiled.create();
       fresh.restoreSnapshot(snapshot);
@@ -251,7 +273,7 @@ describe.each(cases)("$name state", (c) => {
 
   test("a snapshot of an unknown format version, or of another op, is refused with STATE_CORRUPTED", () => {
     const op = c.compiled.create();
-    run(op, c.compiled.timeColumn, c.events.slice(0, 3));
+    run(op, c.compiled, c.events.slice(0, 3));
     const snapshot = viaJson(op.snapshot());
     expect(snapshot.version).toBe(1);
     const future = thrown(() => c.compiled.create().restoreSnapshot({ ...snapshot, version: 2 }));
@@ -264,7 +286,7 @@ describe.each(cases)("$name state", (c) => {
 
   test("snapshot and drainChanges refuse state JSON cannot carry (NaN, Infinity, undefined) instead of writing part of it", () => {
     const op = c.compiled.create();
-    run(op, c.compiled.timeColumn, c.poison);
+    run(op, c.compiled, c.poison);
     const error = thrown(() => op.snapshot());
     expect(error.code).toBe("STATE_CORRUPTED");
     expect(error.message).toMatch(/NaN|Infinity|undefined/);
@@ -275,7 +297,7 @@ describe.each(cases)("$name state", (c) => {
 
   test("a changelog entry of the wrong shape is refused with STATE_CORRUPTED", () => {
     const op = c.compiled.create();
-    run(op, c.compiled.timeColumn, c.grow);
+    run(op, c.compiled, c.grow);
     const [entry] = op.drainChanges();
     for (const value of [{}, [], 7, "x", { ...(entry!.value as object), seq: -1 }]) {
       expect(thrown(() => c.compiled.create().restore([{ key: entry!.key, value }])).code).toBe("STATE_CORRUPTED");
@@ -286,7 +308,7 @@ describe.each(cases)("$name state", (c) => {
 
   test("restore is refused once processing began", () => {
     const op = c.compiled.create();
-    run(op, c.compiled.timeColumn, c.grow.slice(0, 1));
+    run(op, c.compiled, c.grow.slice(0, 1));
     expect(() => op.restore([])).toThrow("before the first process()");
     expect(() => op.restoreSnapshot(viaJson(op.snapshot()))).toThrow("before the first process()");
   });
@@ -296,13 +318,15 @@ describe.each(cases)("$name state", (c) => {
     expect(op.stateSize()).toEqual({ keys: 0, bytes: 0 });
     let previous = op.stateSize();
     for (const event of c.grow) {
-      run(op, c.compiled.timeColumn, [event]);
+      run(op, c.compiled, [event]);
       const size = op.stateSize();
       expect(size.bytes).toBeGreaterThan(previous.bytes);
       expect(size.keys).toBeGreaterThanOrEqual(previous.keys);
       previous = size;
     }
     expect(previous.keys).toBeGreaterThanOrEqual(2);
+    // A table is never cleared by time (clearAt < 0): only its tombstones delete.
+    if (c.clearAt < 0) return;
     op.drainChanges();
     op.advance(c.clearAt);
     expect(op.stateSize()).toEqual({ keys: 0, bytes: 0 });
