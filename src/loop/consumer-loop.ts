@@ -17,6 +17,8 @@ import { answerQuery, type StateAnswer, type StateQuery, StateWatches } from "./
 import type { UpstreamHop } from "./repartition.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
 import { Session } from "./session.ts";
+import { GLOBAL_REFRESH_MS, GlobalTableReader } from "./global-tables.ts";
+import type { CompiledTableJoin } from "../ops/table-join.ts";
 import { countEmissions, type Emissions, routesOf, StageRunner } from "./stage-runner.ts";
 import { defaultTimings, type LoopTimings } from "./timings.ts";
 import { type OwnedPartition, Watchdog } from "./watchdog.ts";
@@ -76,6 +78,8 @@ export class ConsumerLoop {
   readonly #writtenTopics: string[];
   /** Started compute steps by stage index; they live as long as the loop, across sessions. */
   #compute = new Map<number, ComputeStep>();
+  /** Global tables this loop reads whole (tableJoin, global = true), across sessions. */
+  readonly #globals: GlobalTableReader[];
   readonly counters: LoopCounters = emptyCounters();
   /** Events for /metrics (latencies, rebalances, checkpoints); snapshots cross Worker boundaries. */
   readonly metrics = new MetricsRecorder();
@@ -92,6 +96,12 @@ export class ConsumerLoop {
     this.#timings = { ...defaultTimings, ...options.timings };
     this.#stages = (plan.compiled ?? compileTopology(plan.topology)).stages;
     this.#runner = new StageRunner(routesOf(this.#stages, plan), { lateRows: plan.settings.lateRows, metrics: this.metrics, debug: this.#debug });
+    this.#globals = this.#stages.flatMap((stage) => {
+      const compiled = stage.operator?.compiled;
+      if (!compiled?.global || compiled.tableInput === undefined) return [];
+      const topic = plan.bindings[stage.def.inputs[compiled.tableInput]!]!.topic;
+      return [new GlobalTableReader(topic, (compiled as CompiledTableJoin).globalTable!, this.#log, this.counters)];
+    });
     this.#upstreamHops = Object.entries(plan.hops ?? {}).map(([index, hop]) => ({
       stageIndex: Number(index),
       topic: hop.topic,
@@ -273,6 +283,12 @@ export class ConsumerLoop {
     try {
       // Fence a predecessor with the same transactional id first, so the offsets read next are final.
       await session.tx?.ready();
+      // Global tables are read to their end before the first row is joined to them.
+      for (const table of this.#globals) {
+        const before = table.read;
+        await table.refresh(session.admin);
+        if (before === 0) this.#log("info", `global table ${table.topic}: ${table.read} records read`);
+      }
       await session.consumer.start();
       session.polling = true;
       if (this.#state === "STARTING") this.#to("RUNNING");
@@ -305,10 +321,15 @@ export class ConsumerLoop {
     const watchdog = this.#watchdog;
     let lastCheckpoint = Date.now();
     let lastAdvance = Date.now();
+    let lastGlobal = Date.now();
     watchdog.start();
     while (!this.#stopRequested) {
       const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
       const now = Date.now();
+      if (this.#globals.length && now - lastGlobal >= GLOBAL_REFRESH_MS) {
+        lastGlobal = now;
+        for (const table of this.#globals) await table.refresh(session.admin);
+      }
       watchdog.polled(now);
       this.#debug?.("debug", `poll: ${records.length} records`);
       if (records.length > 0) {

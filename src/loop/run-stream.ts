@@ -310,14 +310,15 @@ async function prepareTopics(
         statePartitions = Math.max(statePartitions, partitions);
         continue;
       }
-      if (new Set(counts).size > 1) {
+      // A global table is read whole by every member: no co-partitioning.
+      if (new Set(counts).size > 1 && !stage.operator!.compiled.global) {
         throw new FvError(
           "INVALID_TOPOLOGY",
           `stage ${stage.index + 1}: the inputs of ${stage.operator!.op} must be co-partitioned, but ${stage.def.inputs.map((d, i) => `${plan.bindings[d]!.topic} has ${counts[i]}`).join(" and ")} partitions. Give them the same partition count and key.`,
           { context: { stage: stage.index + 1, field: "inputs" } },
         );
       }
-      statePartitions = Math.max(statePartitions, ...counts);
+      statePartitions = Math.max(statePartitions, ...counts.filter((_, i) => !(stage.operator!.compiled.global && i === table)));
     }
     if (statePartitions > 0) {
       specs.push({ topic: stateTopicOf(pipeline), partitions: statePartitions, configs: { "cleanup.policy": "compact", "max.message.bytes": String(STATE_BATCH_MAX_BYTES) } });

@@ -46,6 +46,8 @@ export function routesOf(stages: readonly CompiledStage[], plan: Pick<LoopPlan, 
     const stageLabel = `stage ${stage.index + 1} (${stage.def.inputs.join(", ")} → ${stage.def.output})`;
     const outputKey = stage.operator ? (outputKeyColumns(stage) ?? []) : [];
     for (const [inputIndex, input] of stage.def.inputs.entries()) {
+      // A global table is read whole by each loop (global-tables.ts), not consumed in the group.
+      if (stage.operator?.compiled.global && stage.operator.compiled.tableInput === inputIndex) continue;
       const binding = plan.bindings[input]!;
       addRoute(binding.topic, {
         stage,

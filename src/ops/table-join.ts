@@ -57,6 +57,32 @@ const OP = "tableJoin";
 export interface CompiledTableJoin extends CompiledOperator {
   readonly tableInput: number;
   readonly global: boolean;
+  /** global = true: the table every partition's operator looks rows up in; the engine fills it (src/loop/global-tables.ts). */
+  readonly globalTable?: GlobalTable;
+}
+
+/**
+ * A global table's rows by key, as the engine reads them from every partition of the table
+ * topic. A key lives in one partition, so the row at the highest offset is its latest: a write
+ * from an older offset (another reader behind this one) is ignored, and a tombstone is kept as
+ * such so that nothing older brings the key back.
+ */
+export class GlobalTable {
+  readonly #rows = new Map<string, { row: Row | null; partition: number; offset: bigint }>();
+
+  put(key: string, row: Row | null, partition: number, offset: bigint): void {
+    const known = this.#rows.get(key);
+    if (known !== undefined && known.partition === partition && known.offset >= offset) return;
+    this.#rows.set(key, { row, partition, offset });
+  }
+
+  get(key: string): Row | undefined {
+    return this.#rows.get(key)?.row ?? undefined;
+  }
+
+  get size(): number {
+    return this.#rows.size;
+  }
 }
 
 /**
@@ -79,7 +105,9 @@ export function compileTableJoin(def: TableJoinDef, ctx: OperatorContext): Compi
   if (def.historyMs !== undefined && def.asOf !== "eventTime") throw invalidStep(OP, ctx, "historyMs", 'historyMs goes with asOf = "eventTime"');
   if (def.global && def.asOf === "eventTime") throw invalidStep(OP, ctx, "asOf", 'a global table is joined as of processing time: drop asOf, or global');
   const on = typeof def.on === "string" ? [def.on] : [...def.on];
+  const globalTable = def.global ? new GlobalTable() : undefined;
   const config: TableJoinConfig = {
+    globalTable,
     on,
     tableInput,
     leftJoin: def.type === "left",
@@ -93,10 +121,12 @@ export function compileTableJoin(def: TableJoinDef, ctx: OperatorContext): Compi
     timeColumn: def.timeColumn,
     allowedLatenessMs: def.allowedLatenessMs,
     keyColumns: on,
-    // The table is keyed by its message key: only the stream is re-keyed when it needs to be.
-    inputKeyColumns: tableInput === 1 ? [on, []] : [[], on],
+    // The table is keyed by its message key: only the stream is re-keyed when it needs to be (and
+    // not at all against a global table, which every partition sees whole).
+    inputKeyColumns: def.global ? [[], []] : tableInput === 1 ? [on, []] : [[], on],
     tableInput,
     global: def.global,
+    ...(globalTable ? { globalTable } : {}),
     // Processing time needs no event time of the table's rows; as of event time, they must carry one.
     eventTime: (row, input) => (input === tableInput && config.asOf === undefined && row[def.timeColumn] === undefined ? 0 : eventTimeOf(row, def.timeColumn)),
     create: () => new TableJoin(config),
@@ -104,6 +134,8 @@ export function compileTableJoin(def: TableJoinDef, ctx: OperatorContext): Compi
 }
 
 interface TableJoinConfig {
+  /** global = true: the rows are looked up here, not kept in the operator's state. */
+  globalTable: GlobalTable | undefined;
   on: string[];
   tableInput: number;
   leftJoin: boolean;
@@ -159,8 +191,13 @@ class TableJoin extends StatefulOperator<TableKey> {
     // A stream row: its key, then the table's row for it.
     const values = c.on.map((col) => row[col] ?? null);
     if (values.every((x) => x === null)) throw nullKey(`the stream row's ${c.on.join(", ")} ${c.on.length > 1 ? "are" : "is"} null: it cannot find a table row`);
-    const entry = this.#table.get(groupKeyText(values));
-    const found = entry === undefined ? undefined : this.#versionAt(entry, eventTime);
+    const text = groupKeyText(values);
+    let found: Row | undefined;
+    if (c.globalTable !== undefined) found = c.globalTable.get(text);
+    else {
+      const entry = this.#table.get(text);
+      found = entry === undefined ? undefined : this.#versionAt(entry, eventTime);
+    }
     if (found === undefined && !c.leftJoin) return NO_OUTPUT;
     return { rows: [this.#joined(row, found)], late: [] };
   }

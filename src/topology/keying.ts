@@ -76,7 +76,10 @@ export function planKeying(topology: CompiledTopology, pipeline: string): StageK
         : inputs.length > 1 ? "; both join inputs go through it, so they are co-partitioned" : "";
       plan = { stage: stage.index, hop: { topic: repartitionTopicOf(pipeline, stage.index), keyColumns: wanted }, reason: `repartition through ${repartitionTopicOf(pipeline, stage.index)} keyed by ${list(wanted[0]!)}: ${why}${both}` };
     } else {
-      plan = { stage: stage.index, reason: `no repartition: ${inputs.map((input, i) => wanted[i]!.length === 0 ? `input "${input.dataset}" is the table, keyed by its message key` : `input "${input.dataset}" is already keyed by ${list(input.keying!)}`).join("; ")}` };
+      const table = operator.compiled.tableInput;
+      plan = operator.compiled.global
+        ? { stage: stage.index, reason: `no repartition: the table "${inputs[table!]!.dataset}" is global (every member reads all of it), so the stream is joined where it is` }
+        : { stage: stage.index, reason: `no repartition: ${inputs.map((input, i) => wanted[i]!.length === 0 ? `input "${input.dataset}" is the table, keyed by its message key` : `input "${input.dataset}" is already keyed by ${list(input.keying!)}`).join("; ")}` };
     }
     plans.push(plan);
     // What the stage emits is keyed by its key columns (a join: the left key, under its prefix).

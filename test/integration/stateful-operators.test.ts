@@ -316,6 +316,40 @@ describe("stateful operators through the real broker (4 partitions, STREAM_CONSU
     expect(final.metrics!.poison).toBe(0);
   });
 
+  test("tableJoin with global = true: every member reads the whole table (2 partitions) for a stream of 4, no co-partitioning, no hop", async () => {
+    const name = uniqueName("global-table");
+    const [orders, prices, output] = ["orders", "prices", "out"].map((t) => `${name}-${t}`) as [string, string, string];
+    await createTopic(orders, PARTITIONS);
+    await createTopic(prices, 2);
+    const file = pipelineFile({
+      name,
+      datasets: { orders: { topic: orders }, prices: { topic: prices }, enriched: { topic: output } },
+      transforms: [{ inputs: ["orders", "prices"], output: "enriched", steps: [{ op: "tableJoin", table: "prices", on: "sym", timeColumn: "ts", global: true }] }],
+    });
+    const syms = ["ACME", "GLOBEX", "INITECH", "UMBRELLA"];
+    await produce(syms.map((sym, i) => record(prices, sym, { sym, px: 100 + i })));
+    const stream = await startShared(file, output);
+    // Each member owns 2 of the 4 order partitions, and reads both table partitions itself.
+    expect([...assignments(stream.run).values()].every((owned) => owned.every((tp) => !tp.includes("prices")))).toBe(true);
+    const order = (i: number) => ({ id: i, sym: syms[i % syms.length]!, ts: T0 + i });
+    await produce(Array.from({ length: 40 }, (_, i) => record(orders, `o${i}`, order(i))));
+    await waitFor(() => distinct(stream.out.records.map(json)).length >= 40, 60_000, "the first 40 joined orders");
+    await produce([record(prices, "ACME", { sym: "ACME", px: 999 }), { topic: prices, key: "GLOBEX", value: null }]);
+    await new Promise((r) => setTimeout(r, 3000)); // the global tables are read again every 500 ms
+    await produce(Array.from({ length: 40 }, (_, j) => record(orders, `o${40 + j}`, order(40 + j))));
+    const price = (i: number) => {
+      const sym = order(i).sym;
+      if (i >= 40 && sym === "ACME") return 999;
+      if (i >= 40 && sym === "GLOBEX") return undefined; // deleted: an inner join drops the order
+      return 100 + syms.indexOf(sym);
+    };
+    const expected = Array.from({ length: 80 }, (_, i) => i).filter((i) => price(i) !== undefined).map((i) => ({ ...order(i), px: price(i) }));
+    const { rows: out, final } = await finish("global tableJoin", stream, expected.length);
+    expect(distinct(out)).toEqual(sortedExpected(expected));
+    expect(final.metrics!.poison).toBe(0);
+    expect(stream.run.lines.some((l) => l.includes(`global table ${prices}: 4 records read`))).toBe(true);
+  });
+
   for (const type of ["inner", "left"] as const) {
     test(`streamJoin ${type}: two co-partitioned topics keyed by sym, the exact ${type === "left" ? "matches and the unmatched orders with null quote columns" : "matched pairs"}`, async () => {
       const name = uniqueName(`join-${type}`);
