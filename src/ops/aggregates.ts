@@ -27,8 +27,8 @@ const LAST = 6; //          [time | null, value]
 const DISTINCT = 7; //      [Set of value keys, chars in the set] | [HyperLogLog registers, -1] past exactUpTo
 const STDDEV = 8; //        [n, mean, m2] (Welford)
 const STDDEV_POP = 9; //    [n, mean, m2]
-const SMA = 10; //          [ring of the last n values, next write position]
-const EMA = 11; //          [ema | null]
+const SMA = 10; //          [the n latest [time, value] by event time, oldest first, 0]
+const EMA = 11; //          [ema of the values before the history | null, the latest [time, value] by event time]
 const ARGMAX = 12; //       [max | null, the row]
 const ARGMIN = 13; //       [min | null, the row]
 const PERCENTILE = 14; //   [values (exact) | Digest past exactUpTo]
@@ -100,6 +100,10 @@ export class Aggregates {
           template.push(null, 0);
           this.#fresh.push([o, kind]);
           break;
+        case EMA:
+          template.push(null, null);
+          this.#fresh.push([o + 1, kind]);
+          break;
         case PERCENTILE:
           template.push(null);
           this.#fresh.push([o, kind]);
@@ -115,9 +119,12 @@ export class Aggregates {
     return this.list.length;
   }
 
-  /** Whether rows must be added in arrival order (sma, ema); the others give the same from rows in (event time, arrival) order. */
+  /**
+   * Whether the result depends on the order rows are added in beyond their (event time, arrival)
+   * order: never (sma and ema go by event time, ties by arrival; first and last too).
+   */
   get arrivalOrdered(): boolean {
-    return this.#kinds.some((k) => k === SMA || k === EMA);
+    return false;
   }
 
   /**
@@ -208,19 +215,29 @@ export class Aggregates {
           break;
         }
         case SMA: {
-          const ring = acc[o] as number[];
-          const n = this.#params[i]!;
-          if (ring.length < n) ring.push(value as number);
-          else {
-            const next = acc[o + 1] as number;
-            ring[next] = value as number;
-            acc[o + 1] = next + 1 === n ? 0 : next + 1;
+          // The n latest values by event time (a tie: the later arrival is the later value).
+          const latest = acc[o] as Array<[number, number]>;
+          const at = insertionPoint(latest, time);
+          if (latest.length < this.#params[i]!) latest.splice(at, 0, [time, value as number]);
+          else if (at > 0) {
+            latest.splice(at, 0, [time, value as number]);
+            latest.shift();
           }
           break;
         }
         case EMA: {
-          const alpha = this.#params[i]!;
-          acc[o] = acc[o] === null ? value : alpha * (value as number) + (1 - alpha) * (acc[o] as number);
+          // In event-time order: the latest values are kept (as many as still weigh within double
+          // precision); older ones fold into the base. A value older than all those kept, once
+          // some were folded, weighs less than 1e-17 of the result and is left out.
+          const history = acc[o + 1] as Array<[number, number]>;
+          const at = insertionPoint(history, time);
+          if (at === 0 && history.length > 0 && acc[o] !== null) break;
+          history.splice(at, 0, [time, value as number]);
+          if (history.length > emaHistory(this.#params[i]!)) {
+            const alpha = this.#params[i]!;
+            const [, oldest] = history.shift()!;
+            acc[o] = acc[o] === null ? oldest : alpha * oldest + (1 - alpha) * (acc[o] as number);
+          }
           break;
         }
         case PERCENTILE: {
@@ -386,14 +403,17 @@ export class Aggregates {
         return this.#root[i] ? Math.sqrt(variance) : variance;
       }
       case SMA: {
-        const ring = acc[o] as number[];
-        const count = ring.length;
-        if (count === 0) return null;
-        // Oldest to newest, so a restored ring (stored in that order) sums to the same bits.
-        const next = acc[o + 1] as number;
+        const latest = acc[o] as Array<[number, number]>;
+        if (latest.length === 0) return null;
         let sum = 0;
-        for (let k = 0; k < count; k++) sum += ring[(next + k) % count]!;
-        return sum / count;
+        for (const [, x] of latest) sum += x;
+        return sum / latest.length;
+      }
+      case EMA: {
+        const alpha = this.#params[i]!;
+        let ema = acc[o] as number | null;
+        for (const [, x] of acc[o + 1] as Array<[number, number]>) ema = ema === null ? x : alpha * x + (1 - alpha) * ema;
+        return ema;
       }
       default:
         return acc[o] as number | null;
@@ -430,12 +450,12 @@ export class Aggregates {
         case STDDEV_POP:
           out.push([acc[o], acc[o + 1], acc[o + 2]]);
           break;
-        case SMA: {
-          const ring = acc[o] as number[];
-          const next = acc[o + 1] as number;
-          out.push([...ring.slice(next), ...ring.slice(0, next)]);
+        case SMA:
+          out.push((acc[o] as Array<[number, number]>).map(([t, x]) => [t, x]));
           break;
-        }
+        case EMA:
+          out.push({ base: acc[o], history: (acc[o + 1] as Array<[number, number]>).map(([t, x]) => [t, x]) });
+          break;
         default:
           out.push(acc[o]);
       }
@@ -521,10 +541,23 @@ export class Aggregates {
           break;
         }
         case SMA: {
-          const values = r.list(x, op).map((value) => r.number(value, "an sma value"));
+          // [time, value] pairs; a plain number is an older engine's value (arrival order, no time).
+          const values = r.list(x, op).map((entry, k): [number, number] =>
+            typeof entry === "number" ? [Number.MIN_SAFE_INTEGER + k, r.number(entry, "an sma value")] : timedValue(r, entry, "an sma value"));
           if (values.length > this.#params[i]!) r.fail(`sma holds ${values.length} values, more than n = ${this.#params[i]}`);
           acc[o] = values;
           acc[o + 1] = 0;
+          break;
+        }
+        case EMA: {
+          // { base, history }; a number or null is an older engine's ema (arrival order).
+          if (x === null || typeof x === "number") {
+            acc[o] = r.numberOrNull(x, op);
+            break;
+          }
+          const e = r.object(x, op);
+          acc[o] = r.numberOrNull(e.base, `${op} base`);
+          acc[o + 1] = r.list(e.history, `${op} history`).map((entry) => timedValue(r, entry, "an ema value"));
           break;
         }
         default:
@@ -558,7 +591,10 @@ export class Aggregates {
           break;
         }
         case SMA:
-          bytes += 32 + 8 * this.#params[i]!;
+          bytes += 32 + 40 * (acc[o] as unknown[]).length;
+          break;
+        case EMA:
+          bytes += 32 + 40 * (acc[o + 1] as unknown[]).length;
           break;
       }
     }
@@ -571,6 +607,25 @@ function typeError(op: string, columnName: string, value: unknown): FvError {
   return new FvError("POISON_ROW", `${op} of column "${columnName}" needs a finite number, got ${got}`, {
     context: { reason: "type_error", field: columnName },
   });
+}
+
+/** Where a value at `time` goes in a list sorted by time, after the values of the same time. */
+function insertionPoint(list: ReadonlyArray<[number, number]>, time: number): number {
+  let at = list.length;
+  while (at > 0 && list[at - 1]![0] > time) at--;
+  return at;
+}
+
+/** How many of the latest values an ema keeps: those that still weigh 1e-17 of the result or more. */
+function emaHistory(alpha: number): number {
+  if (alpha >= 1) return 1;
+  return Math.min(100_000, Math.ceil(Math.log(1e-17) / Math.log(1 - alpha)));
+}
+
+function timedValue(r: StateReader, entry: unknown, what: string): [number, number] {
+  const pair = r.list(entry, what);
+  if (pair.length !== 2) r.fail(`${what} must be [time, value]`);
+  return [r.number(pair[0], `${what}'s time`), r.number(pair[1], what)];
 }
 
 /** percentile past its exact bound: the values go into a t-digest. */

@@ -162,6 +162,45 @@ describe("windowedAggregate: countDistinct past exactUpTo (HyperLogLog)", () => 
   });
 });
 
+describe("windowedAggregate: sma and ema over event time", () => {
+  const indicators = (rows: Array<{ ts: number; v: number }>, n = 2, alpha = 0.5) => {
+    const op = windowed({ windowMs: 1000, aggs: [{ op: "sma", column: "v", n }, { op: "ema", column: "v", alpha }] }).create();
+    for (const r of rows) op.process({ ...r }, r.ts, 0);
+    return op.advance(1000)[0]!;
+  };
+
+  test("rows out of order give what they give in event-time order (ties: the later arrival is the later value)", () => {
+    // In event time: 20 (t1), 30 (t3), 10 (t5). sma of the last 2: (30 + 10) / 2; ema: 20 → 25 → 17.5.
+    expect(indicators([{ ts: 5, v: 10 }, { ts: 1, v: 20 }, { ts: 3, v: 30 }])).toMatchObject({ sma_v: 20, ema_v: 17.5 });
+    expect(indicators([{ ts: 1, v: 20 }, { ts: 3, v: 30 }, { ts: 5, v: 10 }])).toMatchObject({ sma_v: 20, ema_v: 17.5 });
+    // A row older than the n kept by sma does not count for it.
+    expect(indicators([{ ts: 5, v: 10 }, { ts: 6, v: 20 }, { ts: 1, v: 1000 }])).toMatchObject({ sma_v: 15 });
+    expect(indicators([{ ts: 2, v: 1 }, { ts: 2, v: 3 }])).toMatchObject({ sma_v: 2, ema_v: 2 });
+  });
+
+  test("any arrival order of rows with distinct times gives the event-time answer (property)", () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.integer({ min: 0, max: 999 }), { minLength: 1, maxLength: 60 }), fc.integer({ min: 1, max: 5 }), fc.double({ min: 0.01, max: 1, noNaN: true }), (times, n, alpha) => {
+        const rows = times.map((ts, k) => ({ ts, v: (k * 37) % 101 }));
+        const sorted = [...rows].sort((a, b) => a.ts - b.ts);
+        const want = { sma: sorted.slice(-n).reduce((s, r) => s + r.v, 0) / Math.min(n, sorted.length), ema: sorted.reduce<number | null>((e, r) => (e === null ? r.v : alpha * r.v + (1 - alpha) * e), null) };
+        const got = indicators(rows, n, alpha);
+        expect(got.sma_v).toBeCloseTo(want.sma, 9);
+        expect(got.ema_v).toBeCloseTo(want.ema!, 9);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  test("an older engine's state (values in arrival order, no times) still restores", () => {
+    const op = windowed({ aggs: [{ op: "sma", column: "v", n: 3 }, { op: "ema", column: "v", alpha: 0.5 }] }).create();
+    op.restore([{ key: "w:0:", value: { start: 0, group: [], seq: 0, acc: [[1, 2, 3], 2.5] } }, { key: "meta", value: { v: 1, watermark: null, seq: 1 } }]);
+    op.process({ ts: 5, v: 7 }, 5, 0);
+    // sma: the 3 latest of 1, 2, 3, 7 → 2, 3, 7; ema: 0.5 · 7 + 0.5 · 2.5.
+    expect(op.advance(10)).toEqual([{ windowStart: 0, windowEnd: 10, sma_v: 4, ema_v: 4.75 }]);
+  });
+});
+
 describe("windowedAggregate: percentile", () => {
   const percentile = (values: readonly number[], q: number, exactUpTo?: number) => {
     const op = windowed({ aggs: [{ op: "percentile", column: "v", q, ...(exactUpTo ? { exactUpTo } : {}) }] }).create();
@@ -334,7 +373,7 @@ describe("windowedAggregate: aggregates", () => {
     expect(op.advance(10)).toEqual([{ windowStart: 0, windowEnd: 10, first_v: "b", last_v: "c" }]);
   });
 
-  test("sma keeps the last n values in arrival order (wrapping around its ring) and averages fewer while warming up", () => {
+  test("sma keeps the last n values (in order, here arrival is event time) and averages fewer while warming up", () => {
     const op = windowed({ aggs: [{ op: "sma", column: "x", n: 2 }] }).create();
     run(op, "ts", [row({ ts: 1, x: 3 }), row({ ts: 11, x: 1 }), row({ ts: 12, x: 2 }), row({ ts: 13, x: 3 }), row({ ts: 14, x: 4 }), row({ ts: 15, x: 5 })]);
     expect(op.advance(20)).toEqual([
