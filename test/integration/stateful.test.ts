@@ -5,8 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import { lastRecord, startCli, waitFor } from "../helpers/cli.ts";
 import { createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
-import { windowedCountPipeline } from "../helpers/pipelines.ts";
-import { expectedWindows, finalWindows, sorted, trades } from "../helpers/trades.ts";
+import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
+import { expectedWindows, finalWindows, sorted, T0, trades } from "../helpers/trades.ts";
 import { runUntilOutput, startStream, stopStream } from "../helpers/streams.ts";
 
 describe("stateful operators through the real broker", () => {
@@ -63,5 +63,56 @@ describe("stateful operators through the real broker", () => {
     expect(m.restoreMs).toBeGreaterThan(0);
     expect(m.restoreRecordsPerSecond).toBe(Math.round((m.restoredRecords * 1000) / m.restoreMs));
     console.log(`restart: restored ${m.restoredRecords} changelog records in ${m.restoreMs} ms (${m.restoreRecordsPerSecond}/s)`);
+  });
+  test("ema and sma over event time across a restart: rows a little out of order, stopped mid-stream, exact indicators per window", async () => {
+    const name = uniqueName("ema-restart");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    // trades() in event time, then each sym's rows swapped in pairs: every sym sees its rows out
+    // of order (by about a second, within the lateness), in its own partition.
+    const rows = trades(input, 300, 5).map((r) => ({ ...r, row: JSON.parse(r.value as string) as { sym: string; qty: number; ts: number } }));
+    const slots = new Map<string, number[]>();
+    rows.forEach((r, i) => slots.set(r.row.sym, [...(slots.get(r.row.sym) ?? []), i]));
+    for (const positions of slots.values()) {
+      for (let k = 0; k + 1 < positions.length; k += 2) [rows[positions[k]!], rows[positions[k + 1]!]] = [rows[positions[k + 1]!]!, rows[positions[k]!]!];
+    }
+    const records = rows.map((r) => ({ topic: r.topic, key: r.key, value: JSON.stringify({ ...r.row, qty: r.row.qty * 10 + (r.row.ts % 7) }) }));
+    // By hand, per (sym, minute) in event-time order: ema (alpha 0.3) and sma of the last 4 of qty.
+    const expected = new Map<string, Record<string, unknown>>();
+    const byWindow = new Map<string, Array<{ ts: number; qty: number; sym: string; start: number }>>();
+    for (const r of records) {
+      const row = JSON.parse(r.value) as { sym: string; qty: number; ts: number };
+      const start = row.ts - ((row.ts - T0) % MINUTE);
+      const key = `${row.sym}@${start}`;
+      byWindow.set(key, [...(byWindow.get(key) ?? []), { ...row, start }]);
+    }
+    for (const [key, list] of byWindow) {
+      const inOrder = [...list].sort((a, b) => a.ts - b.ts);
+      if (inOrder[0]!.start >= T0 + 4 * MINUTE) continue; // the last minute stays open
+      const ema = inOrder.reduce<number | null>((e, r) => (e === null ? r.qty : 0.3 * r.qty + 0.7 * e), null);
+      const last4 = inOrder.slice(-4);
+      expected.set(key, { windowStart: inOrder[0]!.start, windowEnd: inOrder[0]!.start + MINUTE, sym: inOrder[0]!.sym, n: inOrder.length, ema, sma: last4.reduce((s, r) => s + r.qty, 0) / last4.length });
+    }
+    const file = transformFile(name, input, output, {
+      op: "windowedAggregate",
+      timeColumn: "ts",
+      windowMs: MINUTE,
+      allowedLatenessMs: 5000,
+      groupBy: ["sym"],
+      aggs: [{ op: "count", alias: "n" }, { op: "ema", column: "qty", alpha: 0.3, alias: "ema" }, { op: "sma", column: "qty", n: 4, alias: "sma" }],
+    });
+    const half = Math.floor(records.length / 2);
+    await produce(records.slice(0, half));
+    const env = { STREAM_CONSUMERS: "2", STREAM_STATE_DIR: "off", STREAM_IDLE_PARTITION_MS: "3000" };
+    const first = startCli(["run", file], { env });
+    await waitFor(() => (lastRecord(first.records)?.metrics?.consumed ?? 0) >= half, 90_000, "the first half consumed");
+    await new Promise((r) => setTimeout(r, 500));
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    await produce(records.slice(half));
+    const { run: second, records: out } = await runUntilOutput(file, output, (got) => finalWindows(got.map(json)).length >= expected.size, "every closed window", { env, timeoutMs: 90_000 });
+    expect(finalWindows(out.map(json))).toEqual(sorted([...expected.values()]));
+    expect(lastRecord(second.records)!.metrics!.restoredRecords).toBeGreaterThan(0);
   });
 });
