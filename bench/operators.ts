@@ -6,8 +6,8 @@
  *      drainChanges every 20k rows (a checkpoint);
  *   2. drainChanges cost as state grows: time per call with 1k / 10k / 100k dirty keys;
  *   3. the newer aggregates (variance, argmax, percentile exact and as a t-digest, countDistinct
- *      exact and as HyperLogLog) and sliding windows, each through the operator and hand-written
- *      over a Map with the same windows (exact answers: the ceiling of what they cost).
+ *      exact and as HyperLogLog), sliding windows and tableJoin, each through the operator and
+ *      hand-written over a Map (exact answers: the ceiling of what they cost).
  * Results are printed, not asserted.
  *
  *   node_modules/.bin/bun bench/operators.ts [rows] [repeats]
@@ -312,6 +312,41 @@ for (let r = 0; r < REPEATS; r++) {
 }
 const [so, sh] = [SLIDING_ROWS / (median(slidingOp) / 1000), SLIDING_ROWS / (median(slidingHand) / 1000)];
 console.log(`  ${`sliding windows, 10 s, 1,000 keys, ${SLIDING_ROWS.toLocaleString("en")} rows (${windowsFired.toLocaleString("en")} windows)`.padEnd(72)} operator ${fmtRate(so)}  hand-written ${fmtRate(sh)}  ratio ${(so / sh).toFixed(2)}`);
+
+// tableJoin: a 10k-key table, then every row of the stream joined to it (processing time, left join of one column).
+const tableDef = { op: "tableJoin", on: "key", timeColumn: "ts", type: "left", columns: ["price"] };
+const tableKind = operatorSteps.tableJoin!;
+const tableCompiled = tableKind.compile(v.parse(tableKind.schema, tableDef), { stage: 0, step: 0, inputs: 2 });
+function tableOperator(): { ms: number; out: number } {
+  return timeIt(() => {
+    const op = tableCompiled.create();
+    for (let k = 0; k < KEYS; k++) op.process({ key: `k${k}`, price: k }, 0, 1, `k${k}`);
+    let joined = 0;
+    for (const row of rows) joined += op.process(row, row.ts as number, 0).rows.length;
+    return joined;
+  });
+}
+function tableHand(): { ms: number; out: number } {
+  return timeIt(() => {
+    const table = new Map<string, Row>();
+    for (let k = 0; k < KEYS; k++) table.set(`k${k}`, { key: `k${k}`, price: k });
+    let joined = 0;
+    for (const row of rows) {
+      const out: Row = { ...row, price: table.get(row.key as string)?.price ?? null };
+      if (out) joined++;
+    }
+    return joined;
+  });
+}
+const tableOp: number[] = [];
+const tableMs: number[] = [];
+tableOperator();
+for (let r = 0; r < REPEATS; r++) {
+  tableOp.push(tableOperator().ms);
+  tableMs.push(tableHand().ms);
+}
+const [to, th] = [ROWS / (median(tableOp) / 1000), ROWS / (median(tableMs) / 1000)];
+console.log(`  ${`tableJoin, a ${KEYS.toLocaleString("en")}-key table, left join of one column`.padEnd(72)} operator ${fmtRate(to)}  hand-written ${fmtRate(th)}  ratio ${(to / th).toFixed(2)}`);
 
 function fmtRate(x: number): string {
   return `${x.toLocaleString("en", { maximumFractionDigits: 0 }).padStart(10)} rows/s`;
