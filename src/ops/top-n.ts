@@ -26,6 +26,8 @@ export const topNSchema = v.strictObject({
   alias: v.optional(columnName),
   /** Running ranking only: forget a group when the watermark is this far past its latest row. */
   expireAfterMs: v.optional(milliseconds("expireAfterMs", 1)),
+  /** Windowed: "final" (default) at the window's close, or "update": the window's ranking at each change. */
+  emit: v.optional(v.picklist(["final", "update"], 'emit is "final" (the ranking when the window closes) or "update" (the ranking at every change)')),
 });
 
 export type TopNDef = v.InferOutput<typeof topNSchema>;
@@ -47,6 +49,7 @@ export function compileTopN(def: TopNDef, ctx: OperatorContext): CompiledOperato
   const windowed = def.windowMs !== undefined;
   if (windowed && def.alias !== undefined) throw invalidStep(OP, ctx, "alias", "a windowed topN emits one row per rank, not a list: leave alias out");
   if (windowed && def.expireAfterMs !== undefined) throw invalidStep(OP, ctx, "expireAfterMs", "a windowed topN forgets each window when it fires: leave expireAfterMs out");
+  if (!windowed && def.emit === "final") throw invalidStep(OP, ctx, "emit", "a running topN (no windowMs) has no window to close: it emits the ranking at every change; leave emit out, or set windowMs");
   const alias = def.alias ?? "top";
   if (!windowed) {
     checkDistinctColumns(OP, ctx, [...groupByColumns(def.groupBy), { name: alias, field: "alias" }]);
@@ -59,6 +62,7 @@ export function compileTopN(def: TopNDef, ctx: OperatorContext): CompiledOperato
     windowMs: def.windowMs,
     alias,
     expireAfterMs: def.expireAfterMs,
+    update: windowed && def.emit === "update",
   };
   return groupedOperator(OP, def, ctx, () => new TopN(config));
 }
@@ -71,6 +75,8 @@ interface TopNConfig {
   windowMs: number | undefined;
   alias: string;
   expireAfterMs: number | undefined;
+  /** Windowed, emit = "update": the window's ranking at each change, nothing at close. */
+  update: boolean;
 }
 
 interface Ranked {
@@ -172,7 +178,8 @@ class TopN extends StatefulOperator<Ranking> {
     if (entered || changed) {
       if (!isNew) this.state.touched(ranking);
     }
-    if (!entered || start !== null) return NO_OUTPUT;
+    if (!entered) return NO_OUTPUT;
+    if (start !== null) return this.#c.update ? { rows: this.#windowRows(ranking), late: [] } : NO_OUTPUT;
     return { rows: [this.#update(ranking)], late: [] };
   }
 
@@ -186,8 +193,8 @@ class TopN extends StatefulOperator<Ranking> {
       const k = t.ranking;
       if (this.#rankings.get(k.key) !== k) continue;
       if (k.start !== null) {
-        const end = k.start + windowMs!;
-        k.rows.forEach((x, i) => out.push({ ...x.row, windowStart: k.start, windowEnd: end, rank: i + 1 }));
+        // emit = "update": each change went out when it happened; closing only forgets the window.
+        if (!this.#c.update) out.push(...this.#windowRows(k));
       } else if (k.latest + expireAfterMs! !== t.at) {
         continue;
       }
@@ -206,7 +213,13 @@ class TopN extends StatefulOperator<Ranking> {
     }
     // Windowed: the rows each open window of the group would emit if it closed now, oldest window first.
     const open = [...this.#rankings.values()].filter((k) => k.start !== null && k.key === `w:${k.start}:${gk}`).sort((a, b) => a.start! - b.start!);
-    return open.flatMap((k) => k.rows.map((x, i) => ({ ...x.row, windowStart: k.start, windowEnd: k.start! + this.#c.windowMs!, rank: i + 1 })));
+    return open.flatMap((k) => this.#windowRows(k));
+  }
+
+  /** A window's ranking as rows: each ranked row with windowStart, windowEnd and rank. */
+  #windowRows(k: Ranking): Row[] {
+    const end = k.start! + this.#c.windowMs!;
+    return k.rows.map((x, i) => ({ ...x.row, windowStart: k.start, windowEnd: end, rank: i + 1 }));
   }
 
   *groups(): Iterable<readonly unknown[]> {

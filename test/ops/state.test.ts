@@ -175,6 +175,17 @@ const cases: Case[] = [
     clearAt: 100,
   },
   {
+    name: "topN (windowed, emit update)",
+    compiled: compileOp({ op: "topN", timeColumn: "ts", n: 2, by: "s", groupBy: ["g"], windowMs: 10, emit: "update" }),
+    events: [
+      row({ ts: 0, g: "a", s: 5 }), row({ ts: 1, g: "a", s: 3 }), row({ ts: 2, g: "b", s: 1 }), row({ ts: 3, g: "a", s: 3 }),
+      row({ ts: 12, g: "a", s: 0 }), wm(10), row({ ts: 9, g: "a", s: 1 }), row({ ts: 14, g: "a", s: 2 }), row({ ts: 15, g: "a", s: 9 }), wm(30),
+    ],
+    poison: [row({ ts: 0, g: "a", s: 1, note: Number.NaN })],
+    grow: [row({ ts: 0, g: "a", s: 1 }), row({ ts: 1, g: "b", s: 1 }), row({ ts: 12, g: "a", s: 2 })],
+    clearAt: 100,
+  },
+  {
     name: "topN (windowed)",
     compiled: compileOp({ op: "topN", timeColumn: "ts", n: 2, by: "s", order: "asc", groupBy: ["g"], windowMs: 10 }),
     events: [

@@ -5,6 +5,26 @@ function topN(fields: Record<string, unknown>) {
   return compileOp({ op: "topN", timeColumn: "ts", n: 2, by: "score", ...fields });
 }
 
+describe("topN: emit", () => {
+  test('windowed, emit = "update": the window\'s ranking each time a row enters it, nothing at close', () => {
+    const op = topN({ windowMs: 10, emit: "update" }).create();
+    const out = run(op, "ts", [row({ ts: 1, score: 5 }), row({ ts: 2, score: 1 }), row({ ts: 3, score: 7 }), row({ ts: 4, score: 0 }), wm(20)]);
+    expect(out.rows).toEqual([
+      { ts: 1, score: 5, windowStart: 0, windowEnd: 10, rank: 1 },
+      { ts: 1, score: 5, windowStart: 0, windowEnd: 10, rank: 1 },
+      { ts: 2, score: 1, windowStart: 0, windowEnd: 10, rank: 2 },
+      { ts: 3, score: 7, windowStart: 0, windowEnd: 10, rank: 1 },
+      { ts: 1, score: 5, windowStart: 0, windowEnd: 10, rank: 2 },
+    ]);
+    expect(op.stateSize().keys).toBe(0);
+  });
+
+  test('a running topN emits at every change already: emit = "final" is refused', () => {
+    expect(() => topN({ emit: "final" })).toThrow('field "emit": a running topN (no windowMs) has no window to close');
+    expect(() => topN({ emit: "update" })).not.toThrow();
+  });
+});
+
 describe("topN: running ranking", () => {
   test("emits the new ranking as one row each time it changes, and nothing when a row does not make the top n", () => {
     const op = topN({}).create();
