@@ -109,9 +109,16 @@ export class CircuitBreaker {
     this.#endProbe();
   }
 
+  /** The cool-down is over (its timer, or a caller that came first: then the timer goes too). */
   #halfOpen(): void {
+    clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#state === "open") this.#to("half-open");
+  }
+
+  /** The probe's call was given up without an answer (the step is closing): the next caller probes instead. */
+  abandoned(): void {
+    this.#endProbe();
   }
 
   #endProbe(): void {

@@ -89,8 +89,8 @@ export interface HttpStepOptions {
   observer?: Partial<HttpObserver>;
   /** The fetch to call with (tests may pass their own); default the global fetch. */
   fetch?: typeof fetch;
-  /** Waits `ms` (tests pass their own); default setTimeout. */
-  sleep?: (ms: number) => Promise<void>;
+  /** Waits `ms`, or until `cancel` settles (tests pass their own); default setTimeout. */
+  sleep?: (ms: number, cancel: Promise<void>) => Promise<void>;
   random?: () => number;
 }
 
@@ -119,7 +119,7 @@ export class HttpStep {
   readonly #body: CompiledExpression | undefined;
   readonly #observer: Partial<HttpObserver>;
   readonly #fetch: typeof fetch;
-  readonly #sleep: (ms: number) => Promise<void>;
+  readonly #sleep: (ms: number, cancel: Promise<void>) => Promise<void>;
   readonly #random: () => number;
   readonly #at: string;
   /** Calls running now, and the callers waiting for a slot. */
@@ -144,14 +144,14 @@ export class HttpStep {
       });
     this.#def = def;
     this.ref = def.url;
-    const url = expand(def.url, "url");
-    this.#url = url.split(/(\{[A-Za-z_][A-Za-z0-9_]*\})/).filter((part) => part !== "").map((part) => (/^\{.*\}$/.test(part) ? { column: part.slice(1, -1) } : part));
+    // Placeholders are read from the url as written; ${NAME} values fill only the text between them.
+    this.#url = def.url.split(/((?<!\$)\{[A-Za-z_][A-Za-z0-9_]*\})/).filter((part) => part !== "").map((part) => (/^\{.*\}$/.test(part) ? { column: part.slice(1, -1) } : expand(part, "url")));
     this.#headers = Object.fromEntries(Object.entries(def.headers ?? {}).map(([k, value]) => [k, expand(value, `headers.${k}`)]));
     if (def.method !== "GET" && !Object.keys(this.#headers).some((k) => k.toLowerCase() === "content-type")) this.#headers["content-type"] = "application/json";
     this.#body = def.body === undefined ? undefined : compileExpression(def.body);
     this.#observer = options.observer ?? {};
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
-    this.#sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.#sleep = options.sleep ?? sleepUnless;
     this.#random = options.random ?? Math.random;
     this.breaker = new CircuitBreaker({ failures: def.breakerFailures, cooldownMs: def.breakerCooldownMs, onChange: (state) => this.#observer.breaker?.(state) });
   }
@@ -186,9 +186,9 @@ export class HttpStep {
   }
 
   /**
-   * The stream is stopping: rows held by an open breaker (`onOpen = "wait"`) stop waiting, and
-   * their batch fails as retryable, so it is neither committed nor lost (the next run reads it
-   * again). Calls in flight finish as usual.
+   * The stream is stopping: rows waiting (held by an open breaker under `onOpen = "wait"`, or
+   * backing off before a retry) stop waiting, and their batch fails as retryable, so it is
+   * neither committed nor lost (the next run reads it again). Calls in flight finish as usual.
    */
   interrupt(): void {
     this.#interrupted.abort(new FvError("KAFKA_RETRYABLE", `${this.#at}: stopping while rows waited for the service (its circuit breaker is open): they are read again by the next run`));
@@ -197,7 +197,7 @@ export class HttpStep {
   /** Stops waiting: calls in flight are aborted, and a stream held by an open breaker lets go. */
   async close(): Promise<void> {
     this.breaker.dispose();
-    this.#closing.abort(new FvError("INTERNAL", `${this.#at}: the step is closing`));
+    if (!this.#closing.signal.aborted) this.#closing.abort(new FvError("INTERNAL", `${this.#at}: the step is closing`));
   }
 
   #orderKey(row: Row, messageKey: Uint8Array | string | null): string | null {
@@ -229,18 +229,28 @@ export class HttpStep {
       return poison(PoisonReasons.httpError, (error as Error).message);
     }
     const def = this.#def;
+    // Calls made for this row: each failed one counts toward its retries, waits for an open
+    // breaker do not (a row that keeps failing as the probe is let go after its retries, so one
+    // bad row cannot hold the stream for ever under onOpen = "wait").
     for (let attempt = 0; ; attempt++) {
       const admission = await this.#admit();
       if (!admission) {
         this.counters.poison++;
         return poison(PoisonReasons.circuitOpen, `${this.#at}: the circuit breaker is open after ${def.breakerFailures} failed calls in a row; no call was made (it tries again after ${def.breakerCooldownMs} ms)`);
       }
-      const outcome = await this.#attempt(request);
+      let outcome: Attempt;
+      try {
+        outcome = await this.#attempt(request);
+      } catch (error) {
+        // Closing: a probe given up must not keep the rows waiting for its answer.
+        this.breaker.abandoned();
+        throw error;
+      }
       if ("status" in outcome && outcome.status >= 200 && outcome.status < 300) {
         this.breaker.succeeded();
         return this.#answer(row, outcome.body, request);
       }
-      const retryable = "failure" in outcome || outcome.status === 429 || outcome.status >= 500;
+      const retryable = "failure" in outcome || outcome.status === 408 || outcome.status === 429 || outcome.status >= 500;
       if (!retryable) {
         // The service refused this row (4xx): its answer is final, and the service is up.
         this.breaker.succeeded();
@@ -250,40 +260,47 @@ export class HttpStep {
       this.breaker.failed();
       if ("failure" in outcome && outcome.failure === "timeout") this.counters.timeouts++;
       this.counters.failedCalls++;
-      // onOpen = "wait": while the breaker is open the stream holds, and the row waits for the
-      // service (its retries start again once the breaker lets calls through).
-      const held = def.onOpen === "wait" && this.breaker.state !== "closed";
-      if (!held && attempt >= def.retries) {
+      if (attempt >= def.retries) {
         this.counters.poison++;
         return poison(PoisonReasons.httpError, `${this.#at}: ${request.init.method} ${request.url} failed after ${attempt + 1} attempt(s): ${describe(outcome)}`);
       }
       this.#observer.retried?.();
-      if (held) {
-        attempt = -1;
-        continue;
-      }
+      // onOpen = "wait" and the breaker open: #admit waits for the cool-down instead of a backoff.
+      if (def.onOpen === "wait" && this.breaker.state !== "closed") continue;
       const backoff = Math.min(MAX_BACKOFF_MS, def.retryBackoffMs * 2 ** attempt) * this.#random();
-      await this.#sleep(Math.max(backoff, "status" in outcome ? (outcome.retryAfterMs ?? 0) : 0));
-      this.#throwIfClosing();
+      await this.#wait(Math.max(backoff, "status" in outcome ? (outcome.retryAfterMs ?? 0) : 0));
     }
   }
 
   /** True to call; false when the open breaker sends the row away. Under `onOpen = "wait"` waits for the probe instead. */
   async #admit(): Promise<boolean> {
     for (;;) {
-      this.#throwIfClosing();
+      this.#throwIfStopping();
       const admission = await this.breaker.admit();
       if (admission.call) return true;
       if (this.#def.onOpen === "deadLetter") return false;
-      const interrupted = this.#interrupted.signal;
-      if (interrupted.aborted) throw interrupted.reason;
-      await Promise.race([this.#sleep(Math.max(1, admission.retryAt - Date.now())), new Promise((resolve) => interrupted.addEventListener("abort", resolve, { once: true }))]);
-      if (interrupted.aborted) throw interrupted.reason;
+      await this.#wait(Math.max(1, admission.retryAt - Date.now()));
     }
   }
 
-  #throwIfClosing(): void {
+  /** Sleeps `ms`, or less when the step is interrupted or closes (then throws why). */
+  async #wait(ms: number): Promise<void> {
+    this.#throwIfStopping();
+    const signals = [this.#interrupted.signal, this.#closing.signal];
+    let wake!: () => void;
+    const woken = new Promise<void>((resolve) => (wake = resolve));
+    for (const signal of signals) signal.addEventListener("abort", wake, { once: true });
+    try {
+      await Promise.race([this.#sleep(ms, woken), woken]);
+    } finally {
+      for (const signal of signals) signal.removeEventListener("abort", wake);
+    }
+    this.#throwIfStopping();
+  }
+
+  #throwIfStopping(): void {
     if (this.#closing.signal.aborted) throw this.#closing.signal.reason;
+    if (this.#interrupted.signal.aborted) throw this.#interrupted.signal.reason;
   }
 
   #request(row: Row): { url: string; init: RequestInit } {
@@ -314,7 +331,7 @@ export class HttpStep {
       const retryAfter = Number(response.headers.get("retry-after"));
       outcome = { status: response.status, body, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: Math.min(retryAfter * 1000, MAX_BACKOFF_MS) } : {}) };
     } catch (error) {
-      this.#throwIfClosing();
+      if (this.#closing.signal.aborted) throw this.#closing.signal.reason;
       const timedOut = (error as Error)?.name === "TimeoutError";
       outcome = timedOut
         ? { failure: "timeout", message: `no answer within ${this.#def.timeoutMs} ms` }
@@ -346,6 +363,17 @@ export class HttpStep {
     }
     return { rows: [row] };
   }
+}
+
+/** A timer that goes when `cancel` settles first (so nothing waits behind it). */
+function sleepUnless(ms: number, cancel: Promise<void>): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    void cancel.then(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 function describe(outcome: Attempt): string {

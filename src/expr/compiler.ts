@@ -208,7 +208,11 @@ class Compiler {
     const fns = entries.map((e) => this.compile(e.value).fn);
     return dynamic((row) => {
       const out: Record<string, Value> = {};
-      for (let i = 0; i < fns.length; i++) out[keys[i]!] = fns[i]!(row);
+      for (let i = 0; i < fns.length; i++) {
+        // "__proto__" is an own key like any other (an assignment would set the prototype).
+        if (keys[i] === "__proto__") Object.defineProperty(out, "__proto__", { value: fns[i]!(row), enumerable: true, writable: true, configurable: true });
+        else out[keys[i]!] = fns[i]!(row);
+      }
       return out;
     });
   }

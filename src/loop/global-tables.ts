@@ -11,13 +11,11 @@ import type { Row } from "../expr/index.ts";
 import type { Admin } from "../kafka/port.ts";
 import type { Logger } from "../logger.ts";
 import type { GlobalTable } from "../ops/table-join.ts";
-import { decodeRow } from "./record-codec.ts";
+import { decodeRow, keyText } from "./record-codec.ts";
 import type { LoopCounters } from "./counters.ts";
 
 /** How often a loop reads what was added to its global tables since (between batches). */
 export const GLOBAL_REFRESH_MS = 500;
-
-const KEY_TEXT = new TextDecoder();
 
 /** One global table of one loop: its topic, the lookup map it fills, and how far each partition was read. */
 export class GlobalTableReader {
@@ -53,7 +51,7 @@ export class GlobalTableReader {
         onProgress: (progress) => void (position = progress.position),
       });
       for (const record of records) {
-        const key = record.key === null ? null : KEY_TEXT.decode(record.key);
+        const key = keyText(record.key);
         if (key === null) {
           this.#poison("null_key", `a record of global table ${this.topic} (partition ${p}, offset ${record.offset}) has no key`);
           continue;

@@ -10,6 +10,7 @@ import type { Logger } from "../logger.ts";
 import type { Written } from "../kafka/port.ts";
 import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
 import { HeardWatermarks, type HopSource } from "./repartition.ts";
+import { keyText } from "./record-codec.ts";
 
 /** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
 interface Task {
@@ -555,7 +556,7 @@ export class OperatorTasks {
     if (record.offset < (task.covered.get(record.topic) ?? -1n)) return { rows: [], skipped: true };
     const key = keyText(record.key);
     if (key === null) throw new FvError("POISON_ROW", "tableJoin: a table tombstone has no key: nothing to delete", { context: { reason: "null_key" } });
-    const out = task.op.tombstone?.(key, input) ?? NO_OUTPUT;
+    const out = task.op.tombstone?.(key, input, Number(record.timestamp)) ?? NO_OUTPUT;
     task.covered.set(record.topic, record.offset + 1n);
     task.offsetsDirty = true;
     return { rows: out.rows, skipped: false };
@@ -892,8 +893,3 @@ export class OperatorTasks {
   }
 }
 
-const KEY_DECODER = new TextDecoder();
-/** A record's message key as text (UTF-8), or null. */
-function keyText(key: Uint8Array | null): string | null {
-  return key === null ? null : KEY_DECODER.decode(key);
-}

@@ -54,3 +54,9 @@ export function decodeRow(value: Uint8Array | null): Decoded {
   }
   return { row: parsed as Row };
 }
+
+const KEY_DECODER = new TextDecoder();
+/** A record's message key as text (UTF-8), or null (a tableJoin's table is keyed by it). */
+export function keyText(key: Uint8Array | null): string | null {
+  return key === null ? null : KEY_DECODER.decode(key);
+}

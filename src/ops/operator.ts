@@ -81,8 +81,8 @@ export interface Operator {
    * message key as text, for an operator that keys by it (a tableJoin's table rows).
    */
   process(row: Row, eventTime: number, input: number, key?: string | null): OperatorOutput;
-  /** A record without a value (a tombstone) on an input keyed by its message key: a tableJoin's table deletes the key. */
-  tombstone?(key: string, input: number): OperatorOutput;
+  /** A record without a value (a tombstone) on an input keyed by its message key, with the record's timestamp: a tableJoin's table deletes the key. */
+  tombstone?(key: string, input: number, time?: number): OperatorOutput;
   /** The watermark moved forward (epoch ms): fire and evict whatever it closes. Smaller values are ignored. */
   advance(watermark: number): Row[];
   /** State changed since the last call, as changelog entries; clears the dirty set. Throws STATE_CORRUPTED rather than write a value JSON cannot carry. */

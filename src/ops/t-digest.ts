@@ -48,6 +48,7 @@ function compress(d: Digest, resort = false): void {
   for (let i = 0; i < d.means.length; i++) items.push([d.means[i]!, d.counts[i]!]);
   for (const x of d.buffer) items.push([x, 1]);
   // Ties by count, so that the order (and the result) never depends on how the items came.
+  if (items.length === 0) return;
   items.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
   const total = items.reduce((s, [, c]) => s + c, 0);
   const means: number[] = [];

@@ -39,7 +39,7 @@ export const tableJoinSchema = v.strictObject({
   type: v.optional(v.picklist(["inner", "left"], 'type is "inner" or "left"'), "inner"),
   /** Table columns added to the stream row (default: all); a left join must list them. */
   columns: v.optional(v.array(columnName, "columns is a list of the table's columns")),
-  /** Put before each table column's name (default none: a table column replaces a stream column of the same name). */
+  /** Put before each table column's name (default none). */
   prefix: v.optional(v.string("prefix is a string"), ""),
   asOf: v.optional(v.picklist(["processingTime", "eventTime"], 'asOf is "processingTime" or "eventTime"'), "processingTime"),
   /** asOf = "eventTime": how far behind its newest version a key's older versions are kept. */
@@ -128,7 +128,7 @@ export function compileTableJoin(def: TableJoinDef, ctx: OperatorContext): Compi
     global: def.global,
     ...(globalTable ? { globalTable } : {}),
     // Processing time needs no event time of the table's rows; as of event time, they must carry one.
-    eventTime: (row, input) => (input === tableInput && config.asOf === undefined && row[def.timeColumn] === undefined ? 0 : eventTimeOf(row, def.timeColumn)),
+    eventTime: (row, input) => (input === tableInput && config.asOf === undefined && row[def.timeColumn] == null ? 0 : eventTimeOf(row, def.timeColumn)),
     create: () => new TableJoin(config),
   };
 }
@@ -149,7 +149,8 @@ interface TableJoinConfig {
 /** A table key's versions, oldest first (one, the latest, as of processing time). Key: `t:<key text>`. */
 interface TableKey extends Entity {
   readonly text: string;
-  versions: Array<{ time: number; row: Row }>;
+  /** A null row: deleted as of that time (a tombstone, as of event time). */
+  versions: Array<{ time: number; row: Row | null }>;
 }
 
 class TableJoin extends StatefulOperator<TableKey> {
@@ -202,16 +203,27 @@ class TableJoin extends StatefulOperator<TableKey> {
     return { rows: [this.#joined(row, found)], late: [] };
   }
 
-  /** A table tombstone: the key is gone. */
-  tombstone(key: string): OperatorOutput {
+  /**
+   * A table tombstone: the key is gone (as of event time: from `time`, the record's timestamp,
+   * on, as Kafka Streams' versioned stores keep it; a stream row before it still finds the older
+   * version).
+   */
+  tombstone(key: string, _input: number, time?: number): OperatorOutput {
     this.state.begin();
     const entry = this.#table.get(key);
-    if (entry !== undefined) {
-      this.#table.delete(key);
-      for (const x of entry.versions) this.#bytes -= approxBytes(x.row);
-      this.state.removed(entry);
+    if (entry === undefined) return NO_OUTPUT;
+    if (this.#c.asOf !== undefined && time !== undefined) {
+      this.#upsert(key, time, null);
+      return NO_OUTPUT;
     }
+    this.#forget(entry);
     return NO_OUTPUT;
+  }
+
+  #forget(entry: TableKey): void {
+    this.#table.delete(entry.text);
+    for (const x of entry.versions) this.#bytes -= approxBytes(x.row);
+    this.state.removed(entry);
   }
 
   /** Nothing fires by time: a stream row is joined when it arrives. */
@@ -224,8 +236,8 @@ class TableJoin extends StatefulOperator<TableKey> {
   read(group: readonly unknown[]): Row[] {
     this.state.ready();
     const entry = this.#table.get(groupKeyText(group));
-    const latest = entry?.versions.at(-1);
-    return latest === undefined ? [] : [latest.row];
+    const latest = entry?.versions.at(-1)?.row;
+    return latest === undefined || latest === null ? [] : [latest];
   }
 
   *groups(): Iterable<readonly unknown[]> {
@@ -238,7 +250,7 @@ class TableJoin extends StatefulOperator<TableKey> {
     return { keys: this.#table.size, bytes: this.#bytes + 96 * this.#table.size };
   }
 
-  #upsert(text: string, time: number, row: Row): void {
+  #upsert(text: string, time: number, row: Row | null): void {
     const c = this.#c;
     let entry = this.#table.get(text);
     const created = entry === undefined;
@@ -266,17 +278,23 @@ class TableJoin extends StatefulOperator<TableKey> {
       while (drop + 1 < versions.length && versions[drop + 1]!.time <= horizon) drop++;
       for (let i = 0; i < drop; i++) this.#bytes -= approxBytes(versions[i]!.row);
       if (drop > 0) versions.splice(0, drop);
+      // Only a tombstone left: nothing in the history to find any more.
+      if (versions.length === 1 && versions[0]!.row === null) {
+        if (created) this.#table.delete(text);
+        else this.#forget(entry);
+        return;
+      }
     }
     this.#bytes += approxBytes(row);
     if (created) this.state.created(entry);
     else this.state.touched(entry);
   }
 
-  /** The version in force at `time` (as of processing time: the latest). */
+  /** The version in force at `time` (as of processing time: the latest); undefined when none, or deleted then. */
   #versionAt(entry: TableKey, time: number): Row | undefined {
     const versions = entry.versions;
-    if (this.#c.asOf === undefined) return versions.at(-1)?.row;
-    for (let i = versions.length - 1; i >= 0; i--) if (versions[i]!.time <= time) return versions[i]!.row;
+    if (this.#c.asOf === undefined) return versions.at(-1)?.row ?? undefined;
+    for (let i = versions.length - 1; i >= 0; i--) if (versions[i]!.time <= time) return versions[i]!.row ?? undefined;
     return undefined;
   }
 
@@ -286,7 +304,8 @@ class TableJoin extends StatefulOperator<TableKey> {
     if (columns !== undefined) {
       for (const col of columns) out[prefix + col] = table === undefined ? null : (table[col] ?? null);
     } else if (table !== undefined) {
-      for (const col of Object.keys(table)) out[prefix + col] = table[col]!;
+      // Every table column the stream row does not have already (the key columns, say).
+      for (const col of Object.keys(table)) if (!(prefix + col in out)) out[prefix + col] = table[col]!;
     }
     return out;
   }
@@ -298,7 +317,7 @@ class TableJoin extends StatefulOperator<TableKey> {
     const versions = r.list(o.versions, "versions").map((raw) => {
       const pair = r.list(raw, "a version");
       if (pair.length !== 2) r.fail("a version is [time, row]");
-      return { time: r.number(pair[0], "a version's time"), row: r.row(pair[1], "a version's row") };
+      return { time: r.number(pair[0], "a version's time"), row: pair[1] === null ? null : r.row(pair[1], "a version's row") };
     });
     if (versions.length === 0) r.fail("a table key with no version");
     const seq = r.integer(o.seq, "seq");

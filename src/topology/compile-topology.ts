@@ -155,6 +155,9 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
         );
       }
       operator = { op: step.op, step: stepIndex, compiled: compileOperator(fields, index, stepIndex, def.inputs), ...(repartition !== undefined ? { repartition } : {}) };
+      if (operator.compiled.global && repartition !== undefined) {
+        fail(`invalid topology: ${where(index, stepIndex, step.op, "repartition")}: a global table is read whole by every member, so nothing is repartitioned: leave repartition out`, { stage: index + 1, step: stepIndex + 1, field: "repartition", op: step.op });
+      }
       steps.push({ op: step.op, reads: [] });
       return;
     }

@@ -51,6 +51,14 @@ describe("the http step", () => {
     expect(service.calls[1]).toMatchObject({ method: "PUT", body: '{"id":4,"note":"x"}' });
   });
 
+  test("${NAME} in the url is filled from the environment, and its value is never read as a {column}", async () => {
+    service = await startScoreService();
+    const port = new URL(service.url).port;
+    const http = step({ url: "http://127.0.0.1:${SCORE_PORT}/score/{id}${SUFFIX}", column: "s" }, { location: at, env: { SCORE_PORT: port, SUFFIX: "{id}" } });
+    await http.processBatch([{ id: 5 }]);
+    expect(service.calls[0]!.id).toBe("5{id}");
+  });
+
   test("an environment variable that is not set is named at start, as a topology error", () => {
     expect(() => step({ url: "http://127.0.0.1:1/score/{id}", headers: { Authorization: "Bearer ${NOPE_TOKEN}" } }, { location: at, env: {} })).toThrow(
       'invalid topology: stage 1, step 2 (op "http"), field "headers.Authorization": the environment variable NOPE_TOKEN is not set',
@@ -84,6 +92,20 @@ describe("the http step", () => {
     expect(service.maxInFlight()).toBe(2);
     const a0 = service.calls.filter((c) => Number(c.id) % 2 === 0).map((c) => Number(c.id));
     expect(a0).toEqual(rows().filter((r) => r.account === "a0").map((r) => r.id));
+  });
+
+  test("a 408 is retried like a 5xx", async () => {
+    service = await startScoreService();
+    let first = true;
+    const fetch408 = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      if (first) {
+        first = false;
+        return new Response("slow", { status: 408 });
+      }
+      return fetch(input, init);
+    }) as typeof fetch;
+    const http = step({ url: `${service.url}/score/{id}`, column: "s", retryBackoffMs: 1 }, { location: at, fetch: fetch408 });
+    expect(await http.processBatch([{ id: 2 }])).toEqual([{ rows: [{ id: 2, s: { id: 2, score: 4 } }] }]);
   });
 
   test("503s are retried with backoff and counted; the row gets its answer", async () => {
@@ -145,11 +167,12 @@ describe("the http step", () => {
   test('onOpen = "wait" holds the rows until a probe succeeds: nothing is poison', async () => {
     service = await startScoreService();
     service.down = true;
-    const http = step({ url: `${service.url}/score/{id}`, column: "s", retries: 0, breakerFailures: 1, breakerCooldownMs: 50, onOpen: "wait", concurrency: 1 });
+    const http = step({ url: `${service.url}/score/{id}`, column: "s", retries: 20, breakerFailures: 1, breakerCooldownMs: 50, onOpen: "wait", concurrency: 1 });
     setTimeout(() => (service!.down = false), 300);
     const started = Date.now();
     const results = await http.processBatch([{ id: 1 }, { id: 2 }, { id: 3 }]);
-    // The first failure opens the breaker: from then on every row waits for the service.
+    // The first failure opens the breaker: from then on every row waits for the service (each
+    // probe uses one of the probing row's 20 retries: a few in 300 ms).
     expect(results.map((r) => ("rows" in r ? "ok" : r.poison.reason))).toEqual(["ok", "ok", "ok"]);
     expect(service.countOf(1)).toBeGreaterThanOrEqual(2);
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
@@ -159,7 +182,7 @@ describe("the http step", () => {
 test("a stop interrupts rows held by an open breaker: the batch fails as retryable (read again by the next run), not as poison", async () => {
   service = await startScoreService();
   service.down = true;
-  const http = step({ url: `${service.url}/score/{id}`, column: "s", retries: 0, breakerFailures: 1, breakerCooldownMs: 60_000, onOpen: "wait" });
+  const http = step({ url: `${service.url}/score/{id}`, column: "s", retries: 5, breakerFailures: 1, breakerCooldownMs: 60_000, onOpen: "wait" });
   const held = http.processBatch([{ id: 1 }, { id: 2 }]);
   await new Promise((r) => setTimeout(r, 100));
   const started = Date.now();
@@ -169,6 +192,33 @@ test("a stop interrupts rows held by an open breaker: the batch fails as retryab
   expect(error?.message).toContain("stopping while rows waited for the service");
   expect(Date.now() - started).toBeLessThan(1000);
   await http.close();
+});
+
+test('onOpen = "wait": a row that keeps failing as the probe is dead-lettered after its retries, and the stream goes on', async () => {
+  service = await startScoreService({ status: { "13": { code: 500, body: "always" } } });
+  const http = step({ url: `${service.url}/score/{id}`, column: "s", retries: 2, breakerFailures: 1, breakerCooldownMs: 20, onOpen: "wait", concurrency: 1, retryBackoffMs: 1 });
+  const results = await http.processBatch([{ id: 13 }, { id: 14 }, { id: 15 }]);
+  expect(results.map((r) => ("rows" in r ? "ok" : r.poison.reason))).toEqual(["http_error", "ok", "ok"]);
+  expect(service.countOf(13)).toBe(3);
+});
+
+test("a stop also cuts short a retry's backoff; close lets rows held by the breaker go at once", async () => {
+  service = await startScoreService();
+  service.down = true;
+  const backingOff = step({ url: `${service.url}/score/{id}`, column: "s", retries: 5, retryBackoffMs: 60_000, breakerFailures: 100 }, { location: at, random: () => 1 });
+  const pending = backingOff.processBatch([{ id: 1 }]);
+  await new Promise((r) => setTimeout(r, 100));
+  const started = Date.now();
+  backingOff.interrupt();
+  expect((await pending.then(() => undefined, (e: { code: string }) => e))?.code).toBe("KAFKA_RETRYABLE");
+  expect(Date.now() - started).toBeLessThan(1000);
+  const held = step({ url: `${service.url}/score/{id}`, column: "s", retries: 5, breakerFailures: 1, breakerCooldownMs: 60_000, onOpen: "wait" });
+  const waiting = held.processBatch([{ id: 1 }, { id: 2 }]);
+  await new Promise((r) => setTimeout(r, 100));
+  const closedAt = Date.now();
+  await held.close();
+  await waiting.then(() => undefined, () => undefined);
+  expect(Date.now() - closedAt).toBeLessThan(1000);
 });
 
 describe("the circuit breaker", () => {
@@ -194,6 +244,21 @@ describe("the circuit breaker", () => {
     breaker.succeeded();
     expect(breaker.state).toBe("closed");
     expect(breaker.opened).toBe(2);
+  });
+
+  test("a caller that ends the cool-down first takes its timer with it: a failed probe gets a whole new cool-down", async () => {
+    let now = 0;
+    const states: string[] = [];
+    const breaker = new CircuitBreaker({ failures: 1, cooldownMs: 200, now: () => now, onChange: (s) => states.push(s) });
+    breaker.failed(); // its timer: 200 ms from now
+    await new Promise((r) => setTimeout(r, 100));
+    now = 200; // the breaker's clock says the cool-down is over before that timer fires
+    expect(await breaker.admit()).toEqual({ call: true });
+    breaker.failed(); // the probe fails: a new cool-down, its timer 200 ms from now
+    await new Promise((r) => setTimeout(r, 150)); // the first timer would have fired 50 ms ago
+    expect(breaker.state).toBe("open");
+    breaker.dispose();
+    expect(states).toEqual(["open", "half-open", "open"]);
   });
 });
 

@@ -73,6 +73,28 @@ describe("tableJoin", () => {
     expect(out.rows.map((r) => [r.q, r.px])).toEqual([["between", 1], ["after", 2], ["still px 2", 2]]);
   });
 
+  test("as of event time, a tombstone deletes from its own time on: earlier stream rows still find the older version", () => {
+    const c = join({ asOf: "eventTime", type: "left", columns: ["px"] });
+    const op = c.create();
+    op.process({ ts: 100, sym: "A", px: 1 }, 100, T, "A");
+    op.tombstone!("A", T, 200);
+    expect(op.process({ ts: 150, sym: "A" }, 150, S).rows).toEqual([{ ts: 150, sym: "A", px: 1 }]);
+    expect(op.process({ ts: 250, sym: "A" }, 250, S).rows).toEqual([{ ts: 250, sym: "A", px: null }]);
+    // Through the changelog, the same.
+    const restored = c.create();
+    restored.restore(op.drainChanges());
+    expect(restored.process({ ts: 150, sym: "A" }, 150, S).rows).toEqual([{ ts: 150, sym: "A", px: 1 }]);
+    expect(restored.process({ ts: 250, sym: "A" }, 250, S).rows).toEqual([{ ts: 250, sym: "A", px: null }]);
+  });
+
+  test("processing time: a table row whose time column is null is still a table row", () => {
+    const c = join();
+    const op = c.create();
+    run(op, c, [row({ sym: "A", px: 3, ts: null }, T)]);
+    // (All columns taken: those the stream row has keep its values.)
+    expect(op.process({ ts: 1, sym: "A" }, 1, S).rows).toEqual([{ ts: 1, sym: "A", px: 3 }]);
+  });
+
   test("compile checks name the field", () => {
     const kind = operatorSteps.tableJoin!;
     const compile = (def: Record<string, unknown>, inputNames = ["orders", "prices"]) =>
