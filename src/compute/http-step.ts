@@ -250,7 +250,8 @@ export class HttpStep {
         this.breaker.succeeded();
         return this.#answer(row, outcome.body, request);
       }
-      const retryable = "failure" in outcome || outcome.status === 408 || outcome.status === 429 || outcome.status >= 500;
+      // As the step is specified: every 4xx but 429 is the row's fault (a 408 too: final, not retried).
+      const retryable = "failure" in outcome || outcome.status === 429 || outcome.status >= 500;
       if (!retryable) {
         // The service refused this row (4xx): its answer is final, and the service is up.
         this.breaker.succeeded();

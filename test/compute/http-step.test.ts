@@ -94,18 +94,11 @@ describe("the http step", () => {
     expect(a0).toEqual(rows().filter((r) => r.account === "a0").map((r) => r.id));
   });
 
-  test("a 408 is retried like a 5xx", async () => {
-    service = await startScoreService();
-    let first = true;
-    const fetch408 = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      if (first) {
-        first = false;
-        return new Response("slow", { status: 408 });
-      }
-      return fetch(input, init);
-    }) as typeof fetch;
-    const http = step({ url: `${service.url}/score/{id}`, column: "s", retryBackoffMs: 1 }, { location: at, fetch: fetch408 });
-    expect(await http.processBatch([{ id: 2 }])).toEqual([{ rows: [{ id: 2, s: { id: 2, score: 4 } }] }]);
+  test("a 408 is final like any 4xx but 429: poison at once, no retry", async () => {
+    service = await startScoreService({ status: { "2": { code: 408, body: "slow" } } });
+    const [result] = await step({ url: `${service.url}/score/{id}`, column: "s", retryBackoffMs: 1 }).processBatch([{ id: 2 }]);
+    expect(result).toEqual({ poison: { reason: "http_error", message: expect.stringContaining("answered HTTP 408: slow") } });
+    expect(service.countOf(2)).toBe(1);
   });
 
   test("503s are retried with backoff and counted; the row gets its answer", async () => {
