@@ -70,5 +70,23 @@ if [ ! -f "$addon_stamp" ]; then
   esac
 fi
 
-# 3. The broker (skipped when STREAM_BROKERS points elsewhere).
+# 3. OPA, which compiles Rego filters (language = "rego") to WebAssembly when a stream starts:
+#    built from its Go module into .tools/bin (about a minute the first time; Go's caches make it
+#    quick after). Without Go, say so once: only Rego filters need it.
+OPA_VERSION=v1.22.4
+if [ ! -x .tools/bin/opa ] || [ "$(cat .tools/opa-version 2>/dev/null)" != "$OPA_VERSION" ]; then
+  if command -v go >/dev/null 2>&1; then
+    echo "setup: building OPA $OPA_VERSION (go install, about a minute the first time)..." >&2
+    mkdir -p .tools/bin .fv
+    if GOBIN="$root/.tools/bin" GOFLAGS=-mod=mod go install "github.com/open-policy-agent/opa@$OPA_VERSION" >.fv/opa-install.log 2>&1; then
+      echo "$OPA_VERSION" >.tools/opa-version
+    else
+      echo "setup: could not build OPA (see .fv/opa-install.log); Rego filters will not start" >&2
+    fi
+  else
+    echo "setup: Go is not installed, so OPA is not: Rego filters will not start (set FV_OPA to an opa binary)" >&2
+  fi
+fi
+
+# 4. The broker (skipped when STREAM_BROKERS points elsewhere).
 bash scripts/kafka.sh up >&2

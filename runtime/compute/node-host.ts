@@ -4,12 +4,14 @@
  */
 import { spawn as spawnProcess } from "node:child_process";
 import { constants } from "node:fs";
-import { access, readdir, readFile } from "node:fs/promises";
+import { access, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import process from "node:process";
 import { fileURLToPath } from "node:url";
 import type { ChildProcessLike, ComputeHost, ProcessExit, SpawnOptions, TransformFs } from "../../src/compute/index.ts";
 import type { Logger } from "../../src/index.ts";
+import { packageRoot } from "../package-root.ts";
 
 /** Transform folders on the local file system. */
 export const nodeTransformFs: TransformFs = {
@@ -141,4 +143,50 @@ export function createNodeComputeHost(options: { logger?: Logger } = {}): Comput
     ...(processCommand ? { pluginProcessCommand: () => processCommand } : {}),
     log: (level, message, context) => logger(level, message, context),
   };
+}
+
+/**
+ * OPA: `FV_OPA`, else the one scripts/setup.sh installs in .tools/bin, else `opa` on PATH.
+ */
+async function opaCommand(): Promise<string | null> {
+  if (process.env.FV_OPA) return process.env.FV_OPA;
+  const installed = fileURLToPath(new URL(".tools/bin/opa", packageRoot));
+  try {
+    await access(installed, constants.X_OK);
+    return installed;
+  } catch {
+    return await findExecutable("opa");
+  }
+}
+
+/**
+ * Compiles a Rego policy to WebAssembly with OPA (`opa build -t wasm -e <entrypoint>`) and
+ * returns the bundle's policy.wasm. A policy that does not compile throws OPA's message, which
+ * names the line (`policy.rego:4: rego_parse_error: unexpected } token`).
+ */
+export async function compileRego(policy: string, entrypoint: string): Promise<Uint8Array> {
+  const opa = await opaCommand();
+  if (!opa) throw new Error("OPA is not installed: run bash scripts/setup.sh (it installs it with go install), or set FV_OPA to an opa binary");
+  const dir = await mkdtemp(join(tmpdir(), "fv-rego-"));
+  try {
+    await writeFile(join(dir, "policy.rego"), policy);
+    const build = await run(opa, ["build", "-t", "wasm", "-e", entrypoint, "policy.rego", "-o", "bundle.tar.gz"], dir);
+    if (build.code !== 0) throw new Error(build.output.trim().replace(/^error: /, "") || `opa build exited ${build.code}`);
+    const untar = await run("tar", ["-xzf", "bundle.tar.gz", "/policy.wasm"], dir);
+    if (untar.code !== 0) throw new Error(`could not read policy.wasm from OPA's bundle: ${untar.output.trim()}`);
+    return new Uint8Array(await readFile(join(dir, "policy.wasm")));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function run(command: string, args: string[], cwd: string): Promise<{ code: number; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawnProcess(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code: code ?? 1, output }));
+  });
 }

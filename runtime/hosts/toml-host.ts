@@ -15,6 +15,8 @@
  *   op = "filter"
  *   expression = "price > 100"
  */
+import { readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import * as v from "valibot";
 import { describeIssues } from "../../src/control/schema-issues.ts";
@@ -43,7 +45,10 @@ const pipelineFileSchema = v.strictObject({
 
 export type PipelineFile = v.InferOutput<typeof pipelineFileSchema>;
 
-/** Parses and checks a pipeline file's text. `path` is only for messages. */
+/**
+ * Parses and checks a pipeline file's text. `path` names it in messages, and Rego filters'
+ * `policy` paths are read relative to its folder (the step then carries the policy's text).
+ */
 export function parsePipelineFile(text: string, path: string): PipelineFile {
   let raw: unknown;
   try {
@@ -57,6 +62,19 @@ export function parsePipelineFile(text: string, path: string): PipelineFile {
     const field = described.field || "(file)";
     throw new FvError("INVALID_SETTINGS", `${path}: field "${field}": ${described.message}`, { context: { field } });
   }
+  result.output.transforms.forEach((stage, s) => {
+    const steps = (stage as { steps?: unknown }).steps;
+    if (!Array.isArray(steps)) return;
+    steps.forEach((step: Record<string, unknown>, i) => {
+      if (step?.op !== "filter" || step.language !== "rego" || typeof step.policy !== "string" || /^\s*package\s/m.test(step.policy)) return;
+      const file = resolve(dirname(path), step.policy);
+      try {
+        step.policy = readFileSync(file, "utf8");
+      } catch (error) {
+        throw new FvError("INVALID_SETTINGS", `${path}: stage ${s + 1}, step ${i + 1} (op "filter"), field "policy": cannot read the Rego policy file ${file}: ${(error as Error).message}. Give the path of a .rego file next to the pipeline file, or the policy's text`, { cause: error, context: { field: "policy" } });
+      }
+    });
+  });
   return result.output;
 }
 

@@ -2,6 +2,7 @@ import type { CompiledStage } from "../topology/compile-topology.ts";
 import { type ComputeHost, type ComputeStep, createComputeStep, type TransformFs, TransformRegistry } from "../compute/index.ts";
 import type { HttpObserver } from "../compute/http-step.ts";
 import { FvError } from "../errors.ts";
+import { RegoFilter } from "../steps/rego-filter.ts";
 import type { Logger } from "../logger.ts";
 
 /**
@@ -25,6 +26,30 @@ export interface ComputeObservers {
 interface HostModule {
   createNodeComputeHost(options: { logger?: Logger }): ComputeHost;
   nodeTransformFs: TransformFs;
+  /** Compiles a Rego policy with OPA to WebAssembly (`policy.wasm` for one entrypoint). Throws OPA's message. */
+  compileRego?(policy: string, entrypoint: string): Promise<Uint8Array>;
+}
+
+/**
+ * Compiles and loads every Rego filter of the stages (the runtime's OPA does the compiling).
+ * Throws FvError INVALID_TOPOLOGY naming the stage, the step and OPA's message with its line.
+ */
+async function loadRegoFilters(stages: readonly CompiledStage[], config: ComputeConfig | undefined): Promise<void> {
+  const filters = stages.flatMap((stage) => stage.steps.flatMap((step, index) => (step instanceof RegoFilter ? [{ stage, step, index }] : [])));
+  if (filters.length === 0) return;
+  const module = config ? ((await import(config.hostModule)) as HostModule) : undefined;
+  for (const { stage, step, index } of filters) {
+    const at = `invalid topology: stage ${stage.index + 1}, step ${index + 1} (op "filter"), field "policy"`;
+    const context = { stage: stage.index + 1, step: index + 1, field: "policy", op: "filter" };
+    if (!module?.compileRego) throw new FvError("INVALID_TOPOLOGY", `${at}: Rego filters need a runtime that compiles policies with OPA (the fv-streams CLI does)`, { context });
+    let wasm: Uint8Array;
+    try {
+      wasm = await module.compileRego(step.policy, step.entrypoint);
+    } catch (error) {
+      throw new FvError("INVALID_TOPOLOGY", `${at}: ${(error as Error).message}`, { cause: error, context });
+    }
+    await step.load(wasm);
+  }
 }
 
 /**
@@ -33,6 +58,7 @@ interface HostModule {
  * function; a container must start). Throws FvError naming the stage, step, ref and the fix.
  */
 export async function startComputeSteps(stages: readonly CompiledStage[], config: ComputeConfig | undefined, log: Logger, observers: ComputeObservers = {}): Promise<Map<number, ComputeStep>> {
+  await loadRegoFilters(stages, config);
   const started = new Map<number, ComputeStep>();
   // http steps call a service with the runtime's fetch: no registry, no compute host.
   for (const stage of stages) {

@@ -214,7 +214,8 @@ function compileStep(raw: { op: string }, stage: number, step: number, functions
     return kind.compile(parsed.output, functions);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    fail(`invalid topology: ${where(stage, step, op, "expression")}: ${message}`, { stage: stage + 1, step: step + 1, field: "expression", op }, error);
+    const field = (error as { field?: string }).field ?? "expression";
+    fail(`invalid topology: ${where(stage, step, op, field)}: ${message}`, { stage: stage + 1, step: step + 1, field, op }, error);
   }
 }
 
