@@ -4,32 +4,32 @@ import { compileExpression, type FunctionRegistry, type Row } from "../expr/inde
 import { RegoFilter } from "./rego-filter.ts";
 import type { InlineStep } from "./step.ts";
 
-export const languageSchema = v.optional(v.picklist(["fv", "cel"], 'use language = "fv" (default) or "cel"'));
+export const languageSchema = v.optional(v.picklist(["fv", "cel"], 'use language = "fv" (default) or "cel" (or "rego", with policy and query instead of expression)'));
 
 export const filterSchema = v.strictObject({
   op: v.literal("filter"),
-  expression: v.optional(v.pipe(v.string(), v.minLength(1, "write the condition, e.g. expression = \"price > 100\""))),
-  language: v.optional(v.picklist(["fv", "cel", "rego"], 'use language = "fv" (default), "cel" or "rego"')),
-  /** language = "rego": the policy (Rego text, or in a pipeline file a path to a .rego file) and the query. */
-  policy: v.optional(v.pipe(v.string(), v.minLength(1, "policy is Rego text, or a path to a .rego file"))),
-  query: v.optional(v.pipe(v.string(), v.minLength(1, 'query names the rule, e.g. query = "data.trades.allow"'))),
+  expression: v.pipe(v.string(), v.minLength(1, "write the condition, e.g. expression = \"price > 100\"")),
+  language: languageSchema,
 });
 
-const fieldError = (field: string, message: string) => Object.assign(new Error(message), { field });
+/** `{ op = "filter", language = "rego", policy = "...", query = "data.<package>.<rule>" }` */
+export const regoFilterSchema = v.strictObject({
+  op: v.literal("filter"),
+  language: v.literal("rego"),
+  /** The policy: Rego text, or in a pipeline file a path to a .rego file next to it. */
+  policy: v.pipe(v.string("policy is Rego text, or a path to a .rego file"), v.minLength(1, "policy is Rego text, or a path to a .rego file")),
+  query: v.pipe(v.string('query names the rule, e.g. query = "data.trades.allow"'), v.minLength(1, 'query names the rule, e.g. query = "data.trades.allow"')),
+});
+
+/** The schema a filter step is checked with: Rego's when it says language = "rego". */
+export const filterSchemaFor = (raw: { language?: unknown }) => (raw.language === "rego" ? regoFilterSchema : filterSchema);
 
 /**
  * `{ op = "filter", expression = "..." }`: keeps the row when the value is true; null or false
  * drops it. With `language = "rego"`, `policy` and `query` instead (see rego-filter.ts).
  */
-export function compileFilter(def: v.InferOutput<typeof filterSchema>, functions?: FunctionRegistry): InlineStep {
-  if (def.language === "rego") {
-    if (def.expression !== undefined) throw fieldError("expression", 'a Rego filter has a policy and a query, not an expression: write policy = "..." and query = "data.<package>.<rule>"');
-    if (def.policy === undefined) throw fieldError("policy", "missing field \"policy\": the Rego policy (its text, or a path to a .rego file next to the pipeline file)");
-    if (def.query === undefined) throw fieldError("query", 'missing field "query": the rule to ask, e.g. query = "data.trades.allow"');
-    return new RegoFilter(def.policy, def.query);
-  }
-  if (def.policy !== undefined || def.query !== undefined) throw fieldError(def.policy !== undefined ? "policy" : "query", 'policy and query go with language = "rego"');
-  if (def.expression === undefined) throw fieldError("expression", 'missing field "expression": write the condition, e.g. expression = "price > 100"');
+export function compileFilter(def: v.InferOutput<typeof filterSchema> | v.InferOutput<typeof regoFilterSchema>, functions?: FunctionRegistry): InlineStep {
+  if (def.language === "rego") return new RegoFilter(def.policy, def.query);
   const expression = def.expression;
   const expr = compileExpression(expression, { language: def.language ?? "fv", functions });
   return {

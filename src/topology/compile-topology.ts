@@ -205,9 +205,10 @@ function compileStep(raw: { op: string }, stage: number, step: number, functions
     const why = `unknown op "${op}"`;
     fail(`invalid topology: ${where(stage, step, op, "op")}: ${why}. Known steps: ${known}`, { stage: stage + 1, step: step + 1, field: "op", op });
   }
-  const parsed = v.safeParse(kind.schema, raw);
+  const schema = kind.schemaFor?.(raw as { language?: unknown }) ?? kind.schema;
+  const parsed = v.safeParse(schema, raw);
   if (!parsed.success) {
-    const { field, message } = describeIssues(kind.schema, parsed.issues, op);
+    const { field, message } = describeIssues(schema, parsed.issues, op);
     fail(`invalid topology: ${where(stage, step, op, field)}: ${message}`, { stage: stage + 1, step: step + 1, field, op });
   }
   try {

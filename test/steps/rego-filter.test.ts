@@ -83,16 +83,16 @@ allow := false if input.band == "blocked"
   });
 
   test.each([
-    [{ policy: DOCUMENT_POLICY }, 'field "query": missing field "query"'],
-    [{ query: "data.spectrum.allow" }, 'field "policy": missing field "policy"'],
+    [{ policy: DOCUMENT_POLICY }, 'field "query": missing field "query" for filter'],
+    [{ query: "data.spectrum.allow" }, 'field "policy": missing field "policy" for filter'],
     [{ policy: DOCUMENT_POLICY, query: "spectrum.allow" }, 'field "query": query is a Rego reference to a rule, e.g. query = "data.trades.allow"'],
-    [{ policy: DOCUMENT_POLICY, query: "data.spectrum.allow", expression: "snr > 10" }, 'field "expression": a Rego filter has a policy and a query, not an expression'],
+    [{ policy: DOCUMENT_POLICY, query: "data.spectrum.allow", expression: "snr > 10" }, 'field "expression": unknown field "expression"'],
     [{ policy: "allow if true", query: "data.x.allow" }, 'field "policy": policy is Rego text starting with a package line'],
   ])("%j is refused before anything starts", (fields, message) => {
     expect(() => compileTopology({ stages: [{ inputs: ["in"], output: "out", steps: [{ op: "filter", language: "rego", ...fields }] }] })).toThrow(message);
   });
 
   test("policy and query go with language = rego only", () => {
-    expect(() => compileTopology({ stages: [{ inputs: ["in"], output: "out", steps: [{ op: "filter", expression: "x > 1", query: "data.a.b" }] }] })).toThrow('field "query": policy and query go with language = "rego"');
+    expect(() => compileTopology({ stages: [{ inputs: ["in"], output: "out", steps: [{ op: "filter", expression: "x > 1", query: "data.a.b" }] }] })).toThrow('field "query": unknown field "query"');
   });
 });
