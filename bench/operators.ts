@@ -85,37 +85,10 @@ function throughput(rows: Row[], drainEvery: number): { ms: number; out: number 
 
 /** The same aggregation written by hand: a Map per window, closed by the same watermark. */
 function handWritten(rows: Row[]): { ms: number; out: number } {
-  return timeIt(() => {
-    const windows = new Map<number, Map<string, { count: number; sum: number }>>();
-    let fired = 0;
-    let maxTs = -Infinity;
-    const flush = (watermark: number) => {
-      for (const [end, groups] of windows) {
-        if (end > watermark) continue;
-        for (const [key, s] of groups) {
-          const out = { windowStart: end - 60_000, windowEnd: end, key, count: s.count, sum_price: s.sum, avg_price: s.sum / s.count };
-          if (out.count > 0) fired++;
-        }
-        windows.delete(end);
-      }
-    };
-    for (let i = 0; i < rows.length; i++) {
-      const row = rows[i]!;
-      const ts = row.ts as number;
-      const end = Math.floor(ts / 60_000) * 60_000 + 60_000;
-      let groups = windows.get(end);
-      if (groups === undefined) windows.set(end, groups = new Map());
-      const key = row.key as string;
-      let s = groups.get(key);
-      if (s === undefined) groups.set(key, s = { count: 0, sum: 0 });
-      s.count++;
-      s.sum += row.price as number;
-      if (ts > maxTs) maxTs = ts;
-      if ((i + 1) % BATCH === 0) flush(maxTs - LATENESS_MS);
-    }
-    flush(Number.MAX_SAFE_INTEGER);
-    return fired;
-  });
+  return handTumbling(rows, () => ({ count: 0, sum: 0 }), (s, row) => {
+    s.count++;
+    s.sum += row.price as number;
+  }, (s, end, key) => ({ windowStart: end - 60_000, windowEnd: end, key, count: s.count, sum_price: s.sum, avg_price: s.sum / s.count }));
 }
 
 function drainCost(keys: number): { perCallMs: number; perKeyNs: number; bytes: number } {
@@ -171,8 +144,8 @@ function operatorRun(def: Record<string, unknown>, rows: Row[]): { ms: number; o
   });
 }
 
-/** Hand-written 1-minute tumbling windows per key: `add` folds a row into the key's state, `close` reads it out. */
-function handTumbling<S>(rows: Row[], init: () => S, add: (s: S, row: Row) => void, close: (s: S) => unknown): { ms: number; out: number } {
+/** Hand-written 1-minute tumbling windows per key, closed by the same watermark as the operator: `add` folds a row into the key's state, `close` reads it out. */
+function handTumbling<S>(rows: Row[], init: () => S, add: (s: S, row: Row) => void, close: (s: S, end: number, key: string) => unknown): { ms: number; out: number } {
   return timeIt(() => {
     const windows = new Map<number, Map<string, S>>();
     let fired = 0;
@@ -180,7 +153,7 @@ function handTumbling<S>(rows: Row[], init: () => S, add: (s: S, row: Row) => vo
     const flush = (watermark: number) => {
       for (const [end, groups] of windows) {
         if (end > watermark) continue;
-        for (const s of groups.values()) if (close(s) !== undefined) fired++;
+        for (const [key, s] of groups) if (close(s, end, key) !== undefined) fired++;
         windows.delete(end);
       }
     };
