@@ -48,6 +48,24 @@ async function statusOf(admin: string) {
   return (await (await fetch(`${admin}/status`)).json()) as { record: { metrics?: Record<string, number> & { poisonByReason: Record<string, number> } } };
 }
 
+type Reader = ReturnType<typeof collect>;
+
+/**
+ * Reads `topics` while `body` runs (each reader stopped after); a failure prints the last log
+ * lines of the run `runOf` names then (a test may start the CLI again).
+ */
+async function reading(topics: string[], runOf: () => CliRun, body: (...readers: Reader[]) => Promise<void>): Promise<void> {
+  const readers = topics.map((topic) => collect(topic));
+  try {
+    await body(...readers);
+  } catch (error) {
+    console.log(logsOf(runOf(), 40));
+    throw error;
+  } finally {
+    for (const reader of readers) await reader.stop();
+  }
+}
+
 /** Every key's calls came in input order, each after the previous one of its key was answered. */
 function checkOrder(s: ScoreService) {
   const byKey = new Map<number, typeof s.calls>();
@@ -74,9 +92,7 @@ describe("the http step through the real broker", () => {
     const { output, dlq, file } = await setUp("http-exact", { column: "score", concurrency: 64, retryBackoffMs: 5 }, n);
     const run = start(file);
     const admin = await adminUrlOf(run);
-    const out = collect(output);
-    const dead = collect(dlq);
-    try {
+    await reading([output, dlq], () => run, async (out, dead) => {
       await waitFor(() => out.records.length >= n - 2 && dead.records.length >= 2, 90_000, "every row scored or dead-lettered");
       await new Promise((r) => setTimeout(r, 1000));
       const got = out.records.map(json);
@@ -91,15 +107,15 @@ describe("the http step through the real broker", () => {
         expect(seq).toBeGreaterThan(seqs.get(key) ?? -1);
         seqs.set(key, seq);
       }
-      const order = checkOrder(service);
+      const order = checkOrder(service!);
       expect(order.keys).toBe(KEYS);
-      console.log(`http exact: ${got.length} scored, ${order.checked} consecutive same-key calls checked, max in flight ${service.maxInFlight()}`);
-      expect(service.maxInFlight()).toBeGreaterThan(1);
+      console.log(`http exact: ${got.length} scored, ${order.checked} consecutive same-key calls checked, max in flight ${service!.maxInFlight()}`);
+      expect(service!.maxInFlight()).toBeGreaterThan(1);
 
       const letters = (dead.records as InboundRecord[]).map((r) => ({ id: json(r).id, reason: header(r, "fv.error.reason"), message: header(r, "fv.error.message") }));
       expect(letters.map((l) => l.id).sort((a, b) => a - b)).toEqual([42, 1042]);
       for (const l of letters) expect(l.reason).toBe("http_error");
-      expect(letters.find((l) => l.id === 42)!.message).toContain(`GET ${service.url}/score/42 answered HTTP 404: no score for 42`);
+      expect(letters.find((l) => l.id === 42)!.message).toContain(`GET ${service!.url}/score/42 answered HTTP 404: no score for 42`);
       expect(letters.find((l) => l.id === 1042)!.message).toContain("HTTP 410: gone");
 
       await waitFor(async () => (await statusOf(admin)).record.metrics?.httpCalls === n + 8, 10_000, "the build record to count every call");
@@ -115,13 +131,7 @@ describe("the http step through the real broker", () => {
       expect(metrics).toMatch(/fv_http_call_duration_seconds_count\{stage="0",step="1"\} 2008/);
       run.child.kill("SIGTERM");
       expect(await run.exited).toBe(0);
-    } catch (error) {
-      console.log(logsOf(run, 40));
-      throw error;
-    } finally {
-      await out.stop();
-      await dead.stop();
-    }
+    });
   }, 150_000);
 
   test("the breaker opens while the service is down (rows dead-lettered as circuit_open, /readyz 503) and closes when it is back", async () => {
@@ -130,12 +140,10 @@ describe("the http step through the real broker", () => {
     const { input, output, dlq, file } = await setUp("http-breaker", { column: "score", concurrency: 16, retries: 1, retryBackoffMs: 5, breakerFailures: 5, breakerCooldownMs: 1500 }, first);
     const run = start(file);
     const admin = await adminUrlOf(run);
-    const out = collect(output);
-    const dead = collect(dlq);
-    try {
+    await reading([output, dlq], () => run, async (out, dead) => {
       await waitFor(() => out.records.length >= first, 60_000, "the first rows scored");
       expect((await fetch(`${admin}/readyz`)).status).toBe(200);
-      service.down = true;
+      service!.down = true;
       await produce(records(input, first, first + 400));
       await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 503, 30_000, "/readyz to report the open breaker");
       const notReady = (await (await fetch(`${admin}/readyz`)).json()) as { reason: string };
@@ -146,7 +154,7 @@ describe("the http step through the real broker", () => {
       expect(reasons.every((r) => r === "circuit_open" || r === "http_error")).toBe(true);
 
       // Back: once the cool-down is over the breaker is half-open (ready again), and the next row's call closes it.
-      service.down = false;
+      service!.down = false;
       await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 200, 30_000, "/readyz to be ready again after the cool-down");
       await produce(records(input, first + 400, first + 800));
       await waitFor(() => out.records.length + dead.records.length >= first + 800, 60_000, "the rows after the service came back");
@@ -164,13 +172,7 @@ describe("the http step through the real broker", () => {
       expect(m.poisonByReason.circuit_open).toBe(reasons.filter((r) => r === "circuit_open").length);
       run.child.kill("SIGTERM");
       expect(await run.exited).toBe(0);
-    } catch (error) {
-      console.log(logsOf(run, 40));
-      throw error;
-    } finally {
-      await out.stop();
-      await dead.stop();
-    }
+    });
   }, 150_000);
 
   test('onOpen = "wait" holds the stream while the service is down (nothing dead-lettered); a stop then is ordered, and the next run calls again', async () => {
@@ -178,10 +180,8 @@ describe("the http step through the real broker", () => {
     service.down = true;
     const n = 300;
     const { output, dlq, file } = await setUp("http-wait", { column: "score", retries: 3, breakerFailures: 3, breakerCooldownMs: 1000, onOpen: "wait" }, n);
-    const out = collect(output);
-    const dead = collect(dlq);
     let run = start(file);
-    try {
+    await reading([output, dlq], () => run, async (out, dead) => {
       const admin = await adminUrlOf(run);
       await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 503 && run.lines.some((l) => l.includes("the circuit breaker is open")), 30_000, "the breaker to open and hold");
       await new Promise((r) => setTimeout(r, 1500));
@@ -193,7 +193,7 @@ describe("the http step through the real broker", () => {
       expect(await run.exited).toBe(0);
       expect(Date.now() - stopAt).toBeLessThan(15_000);
       expect(lastRecord(run.records)?.metrics?.emitted).toBe(0);
-      service.down = false;
+      service!.down = false;
       run = start(file);
       await waitFor(() => out.records.length >= n, 60_000, "every row once the service is back");
       await new Promise((r) => setTimeout(r, 1000));
@@ -201,13 +201,7 @@ describe("the http step through the real broker", () => {
       expect(dead.records.length).toBe(0);
       run.child.kill("SIGTERM");
       expect(await run.exited).toBe(0);
-    } catch (error) {
-      console.log(logsOf(run, 40));
-      throw error;
-    } finally {
-      await out.stop();
-      await dead.stop();
-    }
+    });
   }, 150_000);
 
   test("kill -9 mid-run under exactly-once: each row is in the output once; the service saw the uncommitted rows twice", async () => {
@@ -215,13 +209,12 @@ describe("the http step through the real broker", () => {
     service = await startScoreService({ latencyMs: 15 });
     const { output, file } = await setUp("http-eos", { column: "score", concurrency: 100 }, n);
     const env = { STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "300" };
-    const out = collect(output);
     let run = start(file, env);
-    try {
+    await reading([output], () => run, async (out) => {
       await waitFor(() => out.records.length >= n / 4 && service!.calls.length < n * 0.8, 60_000, "a quarter of the rows out");
       run.child.kill("SIGKILL");
       await run.exited;
-      const calledBefore = service.calls.length;
+      const calledBefore = service!.calls.length;
       run = start(file, env);
       await waitFor(() => out.records.length >= n, 90_000, "every row out");
       await new Promise((r) => setTimeout(r, 1500));
@@ -231,15 +224,10 @@ describe("the http step through the real broker", () => {
       for (const r of out.records.map(json)) expect(r.score).toEqual({ id: r.id, score: r.id * 2 });
       const twice = [...Array(n).keys()].filter((id) => service!.countOf(id) > 1).length;
       expect([...Array(n).keys()].every((id) => service!.countOf(id) >= 1)).toBe(true);
-      console.log(`http kill -9: ${calledBefore} calls before the kill, ${service.calls.length} in all; ${twice} rows called twice (at-least-once toward the service), 0 duplicates in the output`);
+      console.log(`http kill -9: ${calledBefore} calls before the kill, ${service!.calls.length} in all; ${twice} rows called twice (at-least-once toward the service!), 0 duplicates in the output`);
       run.child.kill("SIGTERM");
       expect(await run.exited).toBe(0);
       expect(lastRecord(run.records)?.metrics?.transactionsCommitted).toBeGreaterThan(0);
-    } catch (error) {
-      console.log(logsOf(run, 40));
-      throw error;
-    } finally {
-      await out.stop();
-    }
+    });
   }, 180_000);
 });
