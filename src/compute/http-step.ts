@@ -9,6 +9,7 @@
  */
 import * as v from "valibot";
 import { compileExpression, type CompiledExpression, type Row } from "../expr/index.ts";
+import { delay } from "../async.ts";
 import { FvError } from "../errors.ts";
 import { CircuitBreaker, type BreakerState } from "./circuit-breaker.ts";
 import { type ComputeCounters, newCounters } from "./counters.ts";
@@ -89,8 +90,6 @@ export interface HttpStepOptions {
   observer?: Partial<HttpObserver>;
   /** The fetch to call with (tests may pass their own); default the global fetch. */
   fetch?: typeof fetch;
-  /** Waits `ms`, or until `cancel` settles (tests pass their own); default setTimeout. */
-  sleep?: (ms: number, cancel: Promise<void>) => Promise<void>;
   random?: () => number;
 }
 
@@ -119,7 +118,6 @@ export class HttpStep {
   readonly #body: CompiledExpression | undefined;
   readonly #observer: Partial<HttpObserver>;
   readonly #fetch: typeof fetch;
-  readonly #sleep: (ms: number, cancel: Promise<void>) => Promise<void>;
   readonly #random: () => number;
   readonly #at: string;
   /** Calls running now, and the callers waiting for a slot. */
@@ -128,6 +126,8 @@ export class HttpStep {
   readonly #closing = new AbortController();
   /** Set by `interrupt`: rows held by an open breaker stop waiting. */
   readonly #interrupted = new AbortController();
+  /** Either: what ends a wait (src/async.ts delay). */
+  readonly #stopping = AbortSignal.any([this.#interrupted.signal, this.#closing.signal]);
 
   constructor(def: HttpStepDef, options: HttpStepOptions) {
     const env = options.env ?? {};
@@ -151,7 +151,6 @@ export class HttpStep {
     this.#body = def.body === undefined ? undefined : compileExpression(def.body);
     this.#observer = options.observer ?? {};
     this.#fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
-    this.#sleep = options.sleep ?? sleepUnless;
     this.#random = options.random ?? Math.random;
     this.breaker = new CircuitBreaker({ failures: def.breakerFailures, cooldownMs: def.breakerCooldownMs, onChange: (state) => this.#observer.breaker?.(state) });
   }
@@ -287,15 +286,8 @@ export class HttpStep {
   /** Sleeps `ms`, or less when the step is interrupted or closes (then throws why). */
   async #wait(ms: number): Promise<void> {
     this.#throwIfStopping();
-    const signals = [this.#interrupted.signal, this.#closing.signal];
-    let wake!: () => void;
-    const woken = new Promise<void>((resolve) => (wake = resolve));
-    for (const signal of signals) signal.addEventListener("abort", wake, { once: true });
-    try {
-      await Promise.race([this.#sleep(ms, woken), woken]);
-    } finally {
-      for (const signal of signals) signal.removeEventListener("abort", wake);
-    }
+    // delay rejects with the signal's reason; #throwIfStopping says which (closing first).
+    await delay(ms, this.#stopping).catch(() => {});
     this.#throwIfStopping();
   }
 
@@ -364,17 +356,6 @@ export class HttpStep {
     }
     return { rows: [row] };
   }
-}
-
-/** A timer that goes when `cancel` settles first (so nothing waits behind it). */
-function sleepUnless(ms: number, cancel: Promise<void>): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    void cancel.then(() => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
 
 function describe(outcome: Attempt): string {
