@@ -8,6 +8,9 @@ import * as v from "valibot";
 const column = v.pipe(v.string("column is a column name"), v.minLength(1, "name the column to aggregate, e.g. column = \"price\""));
 const alias = v.optional(v.pipe(v.string("alias is a column name"), v.minLength(1, "an alias cannot be empty")));
 
+/** countDistinct, percentile: exact up to this many values per window (or session), then a sketch. */
+const exactUpTo = (byDefault: number) => v.optional(v.pipe(v.number("exactUpTo is a number"), v.safeInteger("exactUpTo is a whole number"), v.minValue(1, "exactUpTo must be at least 1")), byDefault);
+
 /** Aggregates that take one column and no parameter. */
 const plainOps = ["sum", "avg", "min", "max", "first", "last", "stddev", "stddevPop", "variance", "variancePop", "argmax", "argmin"] as const;
 
@@ -18,7 +21,7 @@ export const aggregateSchema = v.variant("op", [
     op: v.literal("countDistinct"),
     column,
     /** Exact up to this many distinct values per window (or session); past it, HyperLogLog. */
-    exactUpTo: v.optional(v.pipe(v.number("exactUpTo is a number"), v.safeInteger("exactUpTo is a whole number"), v.minValue(1, "exactUpTo must be at least 1")), 100_000),
+    exactUpTo: exactUpTo(100_000),
     alias,
   }),
   v.strictObject({
@@ -26,7 +29,7 @@ export const aggregateSchema = v.variant("op", [
     column,
     q: v.pipe(v.number("q is a number"), v.minValue(0, "q is between 0 and 1, e.g. q = 0.99"), v.maxValue(1, "q is between 0 and 1, e.g. q = 0.99")),
     /** Exact up to this many values per window (or session); past it, a t-digest. */
-    exactUpTo: v.optional(v.pipe(v.number("exactUpTo is a number"), v.safeInteger("exactUpTo is a whole number"), v.minValue(1, "exactUpTo must be at least 1")), 10_000),
+    exactUpTo: exactUpTo(10_000),
     alias,
   }),
   v.strictObject({
