@@ -27,6 +27,10 @@ export const ErrorCodes = {
   STATE_STORE_FAILED: "STATE_STORE_FAILED",
   /** STREAM_CHECKPOINT_MAX_FAILURES checkpoints failed in a row: the Checkpointer's circuit opened. */
   CHECKPOINT_CIRCUIT_OPEN: "CHECKPOINT_CIRCUIT_OPEN",
+  /** A sink (postgres, http) could not be reached, or answered that it is overloaded: wait and retry. */
+  SINK_UNAVAILABLE: "SINK_UNAVAILABLE",
+  /** A sink refused the stream itself, not a row: wrong password, no such database, no permission on the table. */
+  SINK_FAILED: "SINK_FAILED",
   /** A bug: an illegal state transition, a broken invariant, or an error no part of the engine sorted. */
   INTERNAL: "INTERNAL",
   /** One row could not be processed: isolate it, count it, dead-letter it. */
@@ -75,6 +79,8 @@ const recoveryByCode: Record<ErrorCode, Recovery> = {
   STATE_LIMIT: "fatal",
   STATE_STORE_FAILED: "fatal",
   CHECKPOINT_CIRCUIT_OPEN: "fatal",
+  SINK_UNAVAILABLE: "retryable",
+  SINK_FAILED: "fatal",
   INTERNAL: "fatal",
   POISON_ROW: "poison",
   EXPRESSION_EVAL: "poison",

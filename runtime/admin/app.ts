@@ -99,6 +99,10 @@ export function readinessOf(status: AdminStatus): Readiness {
       reason: `${breakers} http step circuit breaker(s) open: the service failed too many calls in a row; rows go to the dead-letter topic as circuit_open (onOpen = "deadLetter") or the stream waits (onOpen = "wait") until the cool-down ends and a probe call is tried`,
     };
   }
+  const waiting = Object.entries(status.record.metrics?.sinksWaiting ?? {});
+  if (waiting.length > 0) {
+    return { ready: false, reason: `the stream waits for ${waiting.map(([dataset, why]) => `sink "${dataset}" (${why})`).join("; ")}: it retries with backoff and goes on once the sink answers` };
+  }
   return { ready: true };
 }
 

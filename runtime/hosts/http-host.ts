@@ -13,6 +13,7 @@
  * record of each build and sends it as soon as the platform answers again.
  */
 import * as v from "valibot";
+import { sinkConfigOf, sinkFieldsSchema } from "../../src/sinks/config.ts";
 import { backoffMs, delay, SerialQueue } from "../../src/async.ts";
 import { describeIssues } from "../../src/control/schema-issues.ts";
 import { type BuildRecord, BuildSignal, type ControlPlane, FvError, type Logger, silentLogger, type TopicBinding, type Topology } from "../../src/index.ts";
@@ -57,7 +58,7 @@ const bindingSchema = v.object({
   brokers: v.pipe(v.string(), v.regex(/^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$/, "must be host:port[,host:port]")),
   policy: v.optional(v.object({ deadLetter: v.optional(nonEmpty) }), {}),
   source: v.optional(v.picklist(["kafka"], 'must be "kafka"'), "kafka"),
-  sink: v.optional(v.picklist(["kafka"], 'must be "kafka"'), "kafka"),
+  sink: v.optional(v.picklist(["kafka", "postgres", "http"], 'must be "kafka", "postgres" or "http"'), "kafka"),
 });
 
 const heartbeatSchema = v.object({ signal: v.picklist([BuildSignal.Continue, BuildSignal.Stop], 'must be "Continue" or "Stop"') });
@@ -119,7 +120,11 @@ export class HttpHost implements ControlPlane {
     const path = `/datasets/${encodeURIComponent(dataset)}`;
     const body = await this.#get(path, `dataset "${dataset}"`);
     const binding = this.#check(bindingSchema, body, "GET", path, "INVALID_SETTINGS");
-    return { ...binding, apiName: binding.apiName ?? dataset };
+    if (binding.sink === "kafka") return { ...binding, apiName: binding.apiName ?? dataset };
+    // A sink's fields sit beside the binding's, as in a pipeline file's dataset (docs/sinks.md).
+    const { apiName: _a, brokers: _b, source: _s, ...fields } = body as Record<string, unknown>;
+    const sinkConfig = sinkConfigOf(this.#check(sinkFieldsSchema, fields, "GET", path, "INVALID_SETTINGS"));
+    return { ...binding, apiName: binding.apiName ?? dataset, sinkConfig };
   }
 
   /** Never throws: a platform that does not answer (or answers nonsense) means ContinueUnreachable. */

@@ -8,6 +8,11 @@
  *   topic = "events"
  *   [datasets.events.policy]
  *   deadLetter = "events-dlq"
+ *   [datasets.trades]          # a sink instead of a topic (docs/sinks.md)
+ *   sink = "postgres"
+ *   url = "postgres://postgres@127.0.0.1:5432/postgres"
+ *   table = "trades"
+ *   key = ["id"]
  *   [[transforms]]
  *   inputs = ["events"]
  *   output = "out"
@@ -20,6 +25,7 @@ import { dirname, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import * as v from "valibot";
 import { describeIssues } from "../../src/control/schema-issues.ts";
+import { sinkConfigOf, sinkFieldsSchema } from "../../src/sinks/config.ts";
 import { type BuildRecord, BuildSignal, type ControlPlane, FvError, type TopicBinding, type Topology } from "../../src/index.ts";
 
 const name = v.pipe(
@@ -34,10 +40,7 @@ const pipelineFileSchema = v.strictObject({
   datasets: v.optional(
     v.record(
       v.string(),
-      v.object({
-        topic: v.optional(v.pipe(v.string(), v.minLength(1))),
-        policy: v.optional(v.object({ deadLetter: v.optional(v.pipe(v.string(), v.minLength(1))) })),
-      }),
+      sinkFieldsSchema,
     ),
   ),
   transforms: v.pipe(v.array(v.unknown(), "transforms is a list of [[transforms]] tables"), v.minLength(1, "add at least one [[transforms]] stage")),
@@ -112,7 +115,8 @@ export class TomlHost implements ControlPlane {
       brokers: this.#options.brokers,
       policy: { deadLetter: entry?.policy?.deadLetter },
       source: "kafka",
-      sink: "kafka",
+      sink: entry?.sink ?? "kafka",
+      ...(entry && sinkConfigOf(entry) ? { sinkConfig: sinkConfigOf(entry) } : {}),
     });
   }
 

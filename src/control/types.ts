@@ -2,6 +2,7 @@
  * The host interface: what the engine asks of whoever runs it (a TOML file, a platform over
  * HTTP). Everything else is the engine's.
  */
+import type { SinkConfig, SinkKind } from "../sinks/config.ts";
 
 /** One step of a stage, in the engine's JSON vocabulary (`{ op: "filter", expression: "..." }`). */
 export type StepDef = { op: string; [field: string]: unknown };
@@ -18,7 +19,7 @@ export interface Topology {
 }
 
 export type SourceKind = "kafka";
-export type SinkKind = "kafka";
+export type { SinkKind } from "../sinks/config.ts";
 
 /** What to do with rows of a dataset that cannot be processed. */
 export interface TopicPolicy {
@@ -34,6 +35,8 @@ export interface TopicBinding {
   policy: TopicPolicy;
   source: SourceKind;
   sink: SinkKind;
+  /** Where the rows go when `sink` is not "kafka" (then `topic` is not a Kafka topic: nothing reads it back). */
+  sinkConfig?: SinkConfig;
 }
 
 /** What a heartbeat tells the stream. */
@@ -113,6 +116,14 @@ export interface BuildMetrics extends StreamCounters {
   httpRetries?: number;
   httpInFlight?: number;
   httpBreakersOpen?: number;
+  /**
+   * Sinks (present when the pipeline writes to postgres or http): rows written into them (upserted,
+   * delivered), rows skipped as delivered before (the http sink's Deduplicator), and the sinks that
+   * cannot be reached now, each with the last reason (the stream waits; `/readyz` answers 503).
+   */
+  sinkWritten?: number;
+  sinkDuplicates?: number;
+  sinksWaiting?: Record<string, string>;
   /** Rows refused by a stateful operator because their window had closed. */
   late: number;
   /** Rows written, re-keyed, to repartition topics (consumed back from there, they are not counted in `consumed` again). */

@@ -1,6 +1,7 @@
 import { SerialQueue } from "../async.ts";
 import { asFvError, FvError, recoveryOf } from "../errors.ts";
-import type { CommitOffset, Written } from "../kafka/port.ts";
+import type { CommitOffset, OutboundRecord, Written } from "../kafka/port.ts";
+import type { SinkBatch, SinkSet } from "../sinks/sink-set.ts";
 import { PartitionSet } from "../kafka/topic-partition.ts";
 import type { MetricsRecorder } from "../metrics/index.ts";
 import type { Checkpointer, CheckpointStep } from "../state/checkpointer.ts";
@@ -23,6 +24,10 @@ export interface CommitsDeps {
    * catch this (`FV_UNSAFE_COMMIT_AHEAD=1`).
    */
   unsafeCommitAhead?: boolean;
+  /** The loop's sinks (postgres, http): each checkpoint writes their rows, with the offsets they cover, before Kafka's offsets. */
+  sinks?: SinkSet;
+  /** Whether the loop is stopping: a sink that cannot be reached is then given up on (its rows are read again next run). */
+  stopping?: () => boolean;
 }
 
 /**
@@ -99,13 +104,18 @@ export class Commits {
     const offsets = unsafeCommitAhead ? [] : session.takeCommittable();
     await session.tasks.noteConsumed(offsets);
     const changelog = session.tasks.drainChangelog();
-    if (work.records === 0 && offsets.length === 0 && changelog.length === 0 && !unsafeCommitAhead) return true;
+    const sinkRows = this.#deps.sinks?.take();
+    if (work.records === 0 && offsets.length === 0 && changelog.length === 0 && !sinkRows?.size && !unsafeCommitAhead) return true;
     session.closeTransaction();
     debug?.("debug", `commit transaction: queued (${work.records} records, ${offsets.length} offsets)`);
     const committed = collector.commit(async () => {
       const sent = unsafeCommitAhead ? session.takeCommittable() : offsets;
       let written: Written | void;
       await this.#checkpoint([
+        // The sinks first (their own transaction, with these offsets): if the Kafka commit then
+        // fails, a stateless stage skips what the sink holds, and a stateful one writes the same
+        // upserts again.
+        ...this.#sinkStep(sinkRows, sent, (records) => tx.send(records).then(() => {})),
         { name: "state", run: async () => void (written = await tx.send(changelog)) },
         // On behalf of the member that read this work: the broker refuses it if the group moved on.
         { name: "offsets", run: () => tx.sendOffsets(group, sent) },
@@ -138,21 +148,25 @@ export class Commits {
     const taken = session.takeCommittable();
     await session.tasks.noteConsumed(taken);
     const changelog = session.tasks.drainChangelog();
+    const sinkRows = this.#deps.sinks?.take();
     this.#chained++;
     const written = this.#chain.run(async () => {
       // A partition revoked since (a member that lost its membership: a rebalance hook flushes
       // first) is left to its new owner.
       const owned = new PartitionSet(session.consumer.owned());
       const offsets = taken.filter((o) => owned.has(o));
-      if (offsets.length === 0 && changelog.length === 0) return;
+      if (offsets.length === 0 && changelog.length === 0 && !sinkRows?.size) return;
       let written: Written | void;
       try {
         await this.#checkpoint([
           { name: "state", run: async () => void (written = await session.collector.send(changelog)) },
+          // The rows into the sinks, with the offsets they cover (Postgres: in one SQL transaction), then Kafka's.
+          ...this.#sinkStep(sinkRows, offsets, (records) => session.collector.send(records).then(() => {})),
           { name: "offsets", run: () => session.consumer.commit(offsets) },
         ]);
       } catch (error) {
-        this.#commitFailed(session, offsets, changelog.length > 0, error);
+        // Rows taken for a sink cannot be put back either: the offsets must not go without them.
+        this.#commitFailed(session, offsets, changelog.length > 0 || (sinkRows?.size ?? 0) > 0, error);
         return;
       }
       session.tasks.persist(changelog, written);
@@ -163,6 +177,13 @@ export class Commits {
     written.catch((error) => {
       if (this.#current() === session) session.backgroundError ??= asFvError(error);
     });
+  }
+
+  /** The sinks' step of a checkpoint, when the loop has sinks: no deadline (an unreachable sink is waited for, until a stop). */
+  #sinkStep(rows: SinkBatch | undefined, offsets: CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): CheckpointStep[] {
+    const { sinks, stopping } = this.#deps;
+    if (!sinks || !rows) return [];
+    return [{ name: "sinks", deadlineMs: Infinity, run: () => sinks.write(rows, offsets, deadLetter, stopping ?? (() => false)) }];
   }
 
   /** Runs a checkpoint's steps through the Checkpointer, with its metric events and counters. */

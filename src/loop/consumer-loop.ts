@@ -16,7 +16,8 @@ import { DepartedOwners } from "./departed-owners.ts";
 import { answerQuery, type StateAnswer, type StateQuery, StateWatches } from "./state-query.ts";
 import type { UpstreamHop } from "./repartition.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
-import { Session } from "./session.ts";
+import { Session, stateDirOf } from "./session.ts";
+import { SinkSet } from "../sinks/sink-set.ts";
 import { GLOBAL_REFRESH_MS, GlobalTableReader } from "./global-tables.ts";
 import type { CompiledTableJoin } from "../ops/table-join.ts";
 import { countEmissions, type Emissions, routesOf, StageRunner } from "./stage-runner.ts";
@@ -78,6 +79,8 @@ export class ConsumerLoop {
   readonly #writtenTopics: string[];
   /** Started compute steps by stage index; they live as long as the loop, across sessions. */
   #compute = new Map<number, ComputeStep>();
+  /** Where stages write rows that do not go to Kafka (postgres, http), across sessions. */
+  readonly #sinks: SinkSet | undefined;
   /** Global tables this loop reads whole (tableJoin, global = true), across sessions. */
   readonly #globals: GlobalTableReader[];
   readonly counters: LoopCounters = emptyCounters();
@@ -110,7 +113,7 @@ export class ConsumerLoop {
     }));
     const written = new Set<string>();
     for (const route of [...this.#runner.routes.values()].flat()) {
-      written.add(route.outputTopic);
+      if (!route.sink) written.add(route.outputTopic);
       if (route.deadLetterTopic) written.add(route.deadLetterTopic);
       if (route.toHop) written.add(route.toHop.topic);
     }
@@ -119,7 +122,11 @@ export class ConsumerLoop {
     const checkpointer = new Checkpointer({ deadlineMs: plan.settings.checkpointDeadlineMs, maxConsecutiveFailures: plan.settings.checkpointMaxFailures });
     const unsafeCommitAhead = plan.unsafeCommitAhead === true && plan.settings.exactlyOnce;
     if (unsafeCommitAhead) this.#log("warn", "FV_UNSAFE_COMMIT_AHEAD=1: exactly-once commits take the offsets of records not yet in their transaction; a crash loses rows (for the kill test only)");
-    this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead }, () => this.#session);
+    const sinkBindings = Object.values(plan.bindings).some((b) => b.sink !== "kafka");
+    this.#sinks = sinkBindings
+      ? new SinkSet(this.#stages, { pipeline: plan.pipeline, bindings: plan.bindings, stateDir: stateDirOf(plan.settings.stateDir, plan.pipeline) ?? `.fv-state/${plan.pipeline}`, env: plan.compute?.env ?? {}, log: this.#log }, this.counters)
+      : undefined;
+    this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead, sinks: this.#sinks, stopping: () => this.#stopRequested }, () => this.#session);
     this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log }, this.counters);
     this.#watchdog = new Watchdog({ timings: this.#timings, groupId: plan.groupId, counters: this.counters, log: this.#log });
   }
@@ -219,6 +226,7 @@ export class ConsumerLoop {
       return await this.#runSessions();
     } finally {
       await closeComputeSteps(this.#compute);
+      await this.#sinks?.close();
     }
   }
 
@@ -273,6 +281,8 @@ export class ConsumerLoop {
       timings: this.#timings,
     });
     session.tasks.watches = this.watches;
+    // What the last session buffered for the sinks was never committed: its records are read again.
+    this.#sinks?.reset();
     this.#watchdog.opened();
     return session;
   }
@@ -383,8 +393,13 @@ export class ConsumerLoop {
       // a revocation at any point of the batch aborts the transaction (the state the batch changed
       // and the outputs it made go with it).
       if (session.tx) session.joinTransaction(records);
-      const emissions = await this.#runner.run(records, { tasks: session.tasks, compute: this.#compute, upstream: session.upstream, revoked });
+      const sinks = this.#sinks;
+      // A stateless stage into Postgres skips records whose rows the table holds already.
+      if (sinks) await sinks.prepare(records, () => this.#stopRequested);
+      const written = sinks ? (sink: string, record: InboundRecord) => sinks.written(sink, record) : undefined;
+      const emissions = await this.#runner.run(records, { tasks: session.tasks, compute: this.#compute, upstream: session.upstream, revoked, written });
       if (session.tasks.active) this.#fire(session, emissions);
+      if (emissions.sink) sinks!.add(emissions.sink);
       this.#debug?.("debug", `batch: sending ${emissions.out.length}`);
       await session.emit(emissions.out);
       this.#debug?.("debug", "batch: sent");
@@ -409,12 +424,12 @@ export class ConsumerLoop {
     // A partition with records still to read never counts as idle (its rows would become late).
     const backlog = (tp: TopicPartition) => !this.#watchdog.caughtUp(session, tp);
     const empty = (tp: TopicPartition) => this.#watchdog.isEmpty(tp);
-    for (const { stage, rows, topics, partitions } of session.tasks.advance(session.consumer.owned(), Date.now(), backlog, empty)) {
+    for (const { stage, rows, topics, partition } of session.tasks.advance(session.consumer.owned(), Date.now(), backlog, empty)) {
       this.metrics.timersFired(stage.index, rows.length);
       // Exactly-once: state that fired is work of the open transaction like a consumed row (its
       // partition revoked before the commit, the transaction must not commit the fired rows).
-      if (session.tx) session.joinTransaction(topics.flatMap((topic) => partitions.map((partition) => ({ topic, partition }))));
-      this.#runner.fire(emissions, stage, rows);
+      if (session.tx) session.joinTransaction(topics.map((topic) => ({ topic, partition })));
+      this.#runner.fire(emissions, stage, rows, partition);
     }
   }
 }

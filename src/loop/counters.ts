@@ -29,9 +29,10 @@ export function addCounters(into: LoopCounters, from: LoopCounters): LoopCounter
   into.restarts += from.restarts;
   into.stallRestarts += from.stallRestarts;
   if (from.transactionsFenced) into.transactionsFenced = (into.transactionsFenced ?? 0) + from.transactionsFenced;
-  for (const field of ["httpCalls", "httpRetries", "httpInFlight", "httpBreakersOpen"] as const) {
+  for (const field of ["httpCalls", "httpRetries", "httpInFlight", "httpBreakersOpen", "sinkWritten", "sinkDuplicates"] as const) {
     if (from[field] !== undefined) into[field] = (into[field] ?? 0) + from[field];
   }
+  if (from.sinksWaiting !== undefined) into.sinksWaiting = { ...into.sinksWaiting, ...from.sinksWaiting };
   into.late += from.late;
   into.repartitioned += from.repartitioned;
   into.restoredRecords += from.restoredRecords;

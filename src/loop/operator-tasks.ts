@@ -97,11 +97,13 @@ export interface TaskCounters {
 }
 
 /** Rows a stage's timers fired, and the input partitions (of `topics`) whose state fired them. */
+/** Rows one task's timers fired (its watermark moved). */
 export interface Fired {
   stage: CompiledStage;
   rows: Row[];
   topics: string[];
-  partitions: number[];
+  /** The task's input partition. */
+  partition: number;
 }
 
 /** What a task's changelog holds: its entries, the input offsets it covers, its event-time progress. */
@@ -124,11 +126,6 @@ export interface StateSize {
   bytes: number;
   store?: { keys: number; bytesOnDisk: number };
   cache?: CacheStats;
-}
-
-/** Appends `items` to `rows` one by one: a spread of a window closing over a million groups overflows Node's stack. */
-function append(rows: Row[], items: readonly Row[]): void {
-  for (let i = 0; i < items.length; i++) rows.push(items[i]!);
 }
 
 /** A local store as a spilling operator's source: its `keys` count the operator's entities, not the bookkeeping. */
@@ -599,23 +596,20 @@ export class OperatorTasks {
    * minus allowed lateness, leaving out partitions idle longer than `idlePartitionMs` (unless
    * `hasBacklog` says records are waiting there), and partitions that never had a record
    * (`isEmpty`: end offset 0) and gave this task none: they have been without rows for as long as
-   * they exist. Returns the rows fired per stage.
+   * they exist. Returns the rows fired per task (stage and partition).
    */
   advance(owned: TopicPartition[], now = Date.now(), hasBacklog: (tp: TopicPartition) => boolean = () => false, isEmpty: (tp: TopicPartition) => boolean = () => false): Fired[] {
     const fired: Fired[] = [];
     for (const tp of owned) if (!this.#ownedSince.has(tp)) this.#ownedSince.set(tp, now);
     for (const stage of this.#stages) {
       if (this.#heard.fedThroughHop(stage.index)) {
-        const rows: Row[] = [];
-        const partitions: number[] = [];
         for (const task of this.#tasks.values()) {
           if (task.stage !== stage) continue;
           const watermark = this.#heard.watermark(stage.index, task.partition);
           if (watermark === undefined) continue;
           const out = task.op.advance(watermark - stage.operator!.compiled.allowedLatenessMs);
-          if (out.length) (append(rows, out), partitions.push(task.partition));
+          if (out.length) fired.push({ stage, rows: out, topics: [...this.#stageTopics(stage)], partition: task.partition });
         }
-        if (rows.length) fired.push({ stage, rows, topics: [...this.#stageTopics(stage)], partitions });
         continue;
       }
       let watermark = Infinity;
@@ -648,14 +642,11 @@ export class OperatorTasks {
       if (!any && watermark !== -Infinity && least !== Infinity) watermark = least;
       else if (!any || watermark === -Infinity) continue;
       watermark -= stage.operator!.compiled.allowedLatenessMs;
-      const rows: Row[] = [];
-      const partitions: number[] = [];
       for (const task of this.#tasks.values()) {
         if (task.stage !== stage) continue;
         const out = task.op.advance(watermark);
-        if (out.length) (append(rows, out), partitions.push(task.partition));
+        if (out.length) fired.push({ stage, rows: out, topics: [...this.#stageTopics(stage)], partition: task.partition });
       }
-      if (rows.length) fired.push({ stage, rows, topics: [...this.#stageTopics(stage)], partitions });
     }
     return fired;
   }

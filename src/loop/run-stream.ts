@@ -3,6 +3,7 @@ import { planKeying, type StageKeying } from "../topology/keying.ts";
 import { compileTopology, type CompiledTopology } from "../topology/compile-topology.ts";
 import { type BuildRecord, BuildSignal, type BuildStatus, type ControlPlane, type InternalTopic, type TopicBinding, type Topology } from "../control/types.ts";
 import { FvError } from "../errors.ts";
+import { withEnvironment } from "../sinks/config.ts";
 import { loadKafkaClient, resolveKafkaClient } from "../kafka/clients.ts";
 import type { TopicSpec } from "../kafka/port.ts";
 import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./compute-runtime.ts";
@@ -70,7 +71,32 @@ export async function planStream(host: ControlPlane, pipeline: string, options: 
   }
   const bindings: Record<string, TopicBinding> = {};
   for (const dataset of datasets) bindings[dataset] = await host.resolveTopic(dataset);
+  checkSinks(compiled, bindings, options.compute?.env ?? {});
   return { topology, bindings, compiled, keying: planKeying(compiled, pipeline) };
+}
+
+/**
+ * A sink (postgres, http) is where rows leave: only a stage's output, never read back, and its
+ * `${VAR}`s must be set. Checked before anything runs.
+ */
+function checkSinks(compiled: CompiledTopology, bindings: Record<string, TopicBinding>, env: Record<string, string | undefined>): void {
+  for (const stage of compiled.stages) {
+    for (const input of stage.def.inputs) {
+      const binding = bindings[input]!;
+      if (binding.sink === "kafka") continue;
+      throw new FvError("INVALID_TOPOLOGY", `stage ${stage.index + 1}: input dataset "${input}" is a ${binding.sink} sink, which nothing can read back. Read from a Kafka dataset, or write the rows to a topic as well from the stage before`, {
+        context: { stage: stage.index + 1, field: "inputs" },
+      });
+    }
+    const output = bindings[stage.def.output]!;
+    if (output.sink === "kafka") continue;
+    if (!output.sinkConfig) throw new FvError("INVALID_SETTINGS", `dataset "${stage.def.output}": sink "${output.sink}" needs its fields (docs/sinks.md)`, { context: { field: "sink" } });
+    try {
+      withEnvironment(output.sinkConfig, stage.def.output, env);
+    } catch (error) {
+      throw new FvError("INVALID_SETTINGS", (error as Error).message, { context: { field: "sink" } });
+    }
+  }
 }
 
 /**
@@ -283,7 +309,8 @@ async function prepareTopics(
         if (binding.policy.deadLetter) specs.push({ topic: binding.policy.deadLetter, partitions: count ?? partitions ?? 1 });
       }
       partitions ??= specs.find((s) => s.topic === plan.bindings[first]!.topic)?.partitions ?? 1;
-      specs.push({ topic: plan.bindings[stage.def.output]!.topic, partitions });
+      // A sink (postgres, http) is not a topic.
+      if (plan.bindings[stage.def.output]!.sink === "kafka") specs.push({ topic: plan.bindings[stage.def.output]!.topic, partitions });
     }
     // Stateful stages: a join's inputs must be co-partitioned, unless a repartition hop does it;
     // the compacted state topic has as many partitions as the widest stateful input (changelog

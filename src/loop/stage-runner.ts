@@ -18,6 +18,7 @@ import type { OperatorTasks } from "./operator-tasks.ts";
 import type { LoopPlan } from "./plan.ts";
 import { decodeRow } from "./record-codec.ts";
 import { deadLetterRecord } from "./record-collector.ts";
+import type { SinkRow } from "../sinks/sink.ts";
 import { hopInputOf, hopRecord, hopSource, readWatermark, type UpstreamTracker } from "./repartition.ts";
 
 /** Where records of one input topic go: each stage that reads it. */
@@ -34,6 +35,8 @@ export interface Route {
   fromHop?: boolean;
   /** The operator's key columns for what it emits (output records are keyed by them). */
   outputKey: readonly string[];
+  /** The output is a sink (postgres, http), not a topic: its dataset. Rows go to `Emissions.sink`. */
+  sink?: string;
 }
 
 /** The routes of every topic the loop reads: the stages' inputs, and the repartition topics of hops. */
@@ -56,13 +59,14 @@ export function routesOf(stages: readonly CompiledStage[], plan: Pick<LoopPlan, 
         deadLetterTopic: binding.policy.deadLetter,
         stageLabel,
         outputKey,
+        ...(output.sink !== "kafka" ? { sink: stage.def.output } : {}),
         // (A tableJoin's table has no key columns: it is read as it is, not re-keyed.)
         ...(hop && hop.keyColumns[inputIndex]!.length > 0 ? { toHop: { topic: hop.topic, partitions: hop.partitions, keyColumns: hop.keyColumns[inputIndex]! } } : {}),
       });
     }
     if (hop) {
       const deadLetterTopic = plan.bindings[stage.def.inputs[0]!]!.policy.deadLetter;
-      addRoute(hop.topic, { stage, inputIndex: 0, outputTopic: output.topic, deadLetterTopic, stageLabel, outputKey, fromHop: true });
+      addRoute(hop.topic, { stage, inputIndex: 0, outputTopic: output.topic, deadLetterTopic, stageLabel, outputKey, fromHop: true, ...(output.sink !== "kafka" ? { sink: stage.def.output } : {}) });
     }
   }
   return routes;
@@ -72,6 +76,8 @@ export function routesOf(stages: readonly CompiledStage[], plan: Pick<LoopPlan, 
 export interface Emissions {
   /** Outputs, hop rows and dead letters, in the order they were made. */
   out: OutboundRecord[];
+  /** Rows for sinks (postgres, http), by dataset: written at the next checkpoint. */
+  sink?: Map<string, SinkRow[]>;
   consumed: number;
   emitted: number;
   dropped: number;
@@ -97,7 +103,7 @@ export function countEmissions(c: LoopCounters, e: Emissions): void {
 }
 
 /** Where a produced row came from: a source record, or a timer (a fired row has no source record). */
-type Origin = { record: InboundRecord } | { fired: Row };
+type Origin = { record: InboundRecord } | { fired: Row; partition: number };
 
 /** What a batch may reach besides its records; all optional for stateless stages. */
 export interface BatchContext {
@@ -109,6 +115,8 @@ export interface BatchContext {
   upstream?: UpstreamTracker;
   /** Partitions revoked while the batch runs: their remaining records are not processed. */
   revoked?: { readonly size: number; has(tp: TopicPartition): boolean };
+  /** Whether a sink holds this record's rows already (its own offsets are past it): the record is skipped for that sink's stage. */
+  written?: (sink: string, record: InboundRecord) => boolean;
 }
 
 export interface StageRunnerOptions {
@@ -150,6 +158,7 @@ export class StageRunner {
       if (!routes[0]!.fromHop) e.consumed++;
       for (let r = 0; r < routes.length; r++) {
         const route = routes[r]!;
+        if (route.sink && ctx.written?.(route.sink, record)) continue;
         const heard = route.fromHop ? readWatermark(record) : undefined;
         if (heard) {
           ctx.tasks!.hearWatermark(route.stage, record.partition, heard.source, heard.watermark, heard.idle);
@@ -221,9 +230,9 @@ export class StageRunner {
   }
 
   /** Rows a stage's timers fired (its watermark moved): through the steps after its operator. */
-  fire(e: Emissions, stage: CompiledStage, rows: readonly Row[]): void {
+  fire(e: Emissions, stage: CompiledStage, rows: readonly Row[], partition: number): void {
     const route = [...this.routes.values()].flat().find((r) => r.stage === stage && !r.toHop)!;
-    for (const fired of rows) this.#after(e, route, [fired], { fired }, { keyed: true, dropIsCounted: true });
+    for (const fired of rows) this.#after(e, route, [fired], { fired, partition }, { keyed: true, dropIsCounted: true });
   }
 
   /** One row into the operator of its partition, restored first if this is its first row here. */
@@ -290,6 +299,17 @@ export class StageRunner {
   /** An output record: key and headers of the source record kept (a fired row has neither), unless keyed by the produced row. */
   #emit(e: Emissions, route: Route, row: Row, origin: Origin, keyedBy?: Row): void {
     const key = keyedBy ? rowKeyText(keyedBy, route.outputKey) : "record" in origin ? origin.record.key : null;
+    if (route.sink) {
+      e.sink ??= new Map();
+      const rows = e.sink.get(route.sink) ?? [];
+      const textKey = key === null || typeof key === "string" ? key : keyDecoder.decode(key);
+      rows.push("record" in origin
+        ? { row, key: textKey, partition: origin.record.partition, source: origin.record, deadLetterTopic: route.deadLetterTopic, stageLabel: route.stageLabel }
+        : { row, key: textKey, partition: origin.partition, deadLetterTopic: route.deadLetterTopic, stageLabel: route.stageLabel });
+      e.sink.set(route.sink, rows);
+      e.emitted++;
+      return;
+    }
     const value = JSON.stringify(row);
     e.out.push("record" in origin ? { topic: route.outputTopic, key, value, headers: origin.record.headers } : { topic: route.outputTopic, key, value });
     e.emitted++;
@@ -308,6 +328,8 @@ export class StageRunner {
     e.deadLettered++;
   }
 }
+
+const keyDecoder = new TextDecoder();
 
 /** The reason a poison error gives: the expression error's reason, or its code. */
 function poisonReason(error: unknown): string {

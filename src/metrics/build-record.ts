@@ -59,5 +59,8 @@ export function metricsFromBuildRecord(record: BuildRecord): MetricFamily[] {
   add(c.recordsPerSecond, [{}, m.recordsPerSecond]);
   if (m.httpInFlight !== undefined) add(c.httpInFlight, [{}, m.httpInFlight]);
   if (m.httpBreakersOpen !== undefined) add(c.httpBreakersOpen, [{}, m.httpBreakersOpen]);
+  if (m.sinkWritten !== undefined) add(c.sinkWritten, [{}, m.sinkWritten]);
+  if (m.sinkDuplicates !== undefined) add(c.sinkDuplicates, [{}, m.sinkDuplicates]);
+  if (m.sinksWaiting !== undefined) add(c.sinksWaiting, [{}, Object.keys(m.sinksWaiting).length]);
   return families;
 }

@@ -64,6 +64,9 @@ export const metricCatalogue = Object.freeze({
   httpCallDuration: def("fv_http_call_duration_seconds", "histogram", "events", "Time one http step call took, by stage and step.", ["stage", "step"], HTTP_BUCKETS),
   httpInFlight: def("fv_http_in_flight", "gauge", "record", "http step calls in flight now, across this process's consumers."),
   httpBreakersOpen: def("fv_http_breakers_open", "gauge", "record", "http step circuit breakers open now (refusing calls until their cool-down ends), across this process's consumers."),
+  sinkWritten: def("fv_sink_rows_written_total", "counter", "record", "Rows written into sinks (postgres: upserted; http: delivered)."),
+  sinkDuplicates: def("fv_sink_rows_duplicate_total", "counter", "record", "Rows an http sink skipped because their id was delivered before (its Deduplicator)."),
+  sinksWaiting: def("fv_sinks_waiting", "gauge", "record", "Sinks that cannot be reached now: the stream waits and retries."),
 
   partitionOffset: def("fv_partition_offset", "gauge", "status", "Next offset to read (the committed position) of an owned partition.", ["topic", "partition"]),
   partitionLag: def("fv_partition_lag", "gauge", "status", "Records between the committed position and the end of an owned partition.", ["topic", "partition"]),

@@ -1,4 +1,5 @@
 import { FvError } from "../errors.ts";
+import type { AsyncStateStore } from "../state/async-store.ts";
 import type { OperatorSnapshot } from "./operator.ts";
 import type { StateStore } from "./state-store.ts";
 import { nonJsonPath } from "./state-values.ts";
@@ -13,11 +14,22 @@ export interface TextFiles {
   writeFile(path: string, text: string): Promise<void>;
   /** Optional: when given, a save writes `<file>.tmp` and renames it over the file, so a crash never leaves half a snapshot. */
   rename?(from: string, to: string): Promise<void>;
+  /** For the AsyncStateStore methods (get, put, delete, list): bytes in and out, a folder's file names, removal. */
+  readBytes?(path: string): Promise<Uint8Array | undefined>;
+  writeBytes?(path: string, data: Uint8Array): Promise<void>;
+  /** The names of the files in a folder ([] when it does not exist). */
+  listFiles?(directory: string): Promise<string[]>;
+  /** Removes a file; one that does not exist is not an error. */
+  removeFile?(path: string): Promise<void>;
 }
+
+type ByteFiles = Required<Pick<TextFiles, "readBytes" | "writeBytes" | "listFiles" | "removeFile">>;
 
 /**
  * Snapshots as JSON files, one per key, in one directory: `<directory>/<encoded key>.json`.
- * Keys are percent-encoded, so any key is a safe file name.
+ * Keys are percent-encoded, so any key is a safe file name. It is also an `AsyncStateStore`
+ * (values as `<encoded key>.bin`) when the host's files can read bytes, list and remove
+ * (`nodeFiles()` in src/state/node-files.ts does all of it).
  *
  * @example
  * // In the host, with Node's fs/promises (readFile, writeFile, rename):
@@ -28,7 +40,7 @@ export interface TextFiles {
  * });
  * await store.save("sma/partition-0", op.snapshot());
  */
-export class FileStateStore implements StateStore {
+export class FileStateStore implements StateStore, AsyncStateStore {
   readonly #directory: string;
   readonly #files: TextFiles;
 
@@ -38,9 +50,42 @@ export class FileStateStore implements StateStore {
   }
 
   /** The file a key's snapshot lives in. */
-  pathOf(key: string): string {
+  pathOf(key: string, extension = ".json"): string {
     const name = encodeURIComponent(key).replace(/\./g, "%2E");
-    return this.#directory === "/" ? `/${name}.json` : `${this.#directory}/${name}.json`;
+    return this.#directory === "/" ? `/${name}${extension}` : `${this.#directory}/${name}${extension}`;
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    return await this.#bytes("get").readBytes(this.pathOf(key, ".bin"));
+  }
+
+  async put(key: string, value: Uint8Array): Promise<void> {
+    const files = this.#bytes("put");
+    const path = this.pathOf(key, ".bin");
+    if (this.#files.rename === undefined) return await files.writeBytes(path, value);
+    await files.writeBytes(`${path}.tmp`, value);
+    await this.#files.rename(`${path}.tmp`, path);
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.#bytes("delete").removeFile(this.pathOf(key, ".bin"));
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const names = await this.#bytes("list").listFiles(this.#directory);
+    return names
+      .filter((name) => name.endsWith(".bin"))
+      .map((name) => decodeURIComponent(name.slice(0, -".bin".length)))
+      .filter((key) => key.startsWith(prefix))
+      .sort();
+  }
+
+  #bytes(method: string): ByteFiles {
+    const { readBytes, writeBytes, listFiles, removeFile } = this.#files;
+    if (!readBytes || !writeBytes || !listFiles || !removeFile) {
+      throw new FvError("INVALID_SETTINGS", `FileStateStore.${method} needs files that read and write bytes, list and remove (readBytes, writeBytes, listFiles, removeFile): pass nodeFiles() from src/state/node-files.ts`);
+    }
+    return { readBytes, writeBytes, listFiles, removeFile };
   }
 
   async save(key: string, snapshot: OperatorSnapshot): Promise<void> {

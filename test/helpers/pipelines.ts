@@ -16,11 +16,10 @@ export interface Transform {
   output: string;
   steps: Step[];
 }
-/** A named dataset: its topic, and the dead-letter topic of its policy. */
-export interface Dataset {
-  topic: string;
-  deadLetter?: string;
-}
+/** A named dataset: its topic, and the dead-letter topic of its policy; or a sink (postgres, http) and its fields. */
+export type Dataset =
+  | { topic: string; deadLetter?: string }
+  | ({ sink: "postgres" | "http"; deadLetter?: string } & { [field: string]: TomlValue });
 export interface Pipeline {
   name: string;
   datasets?: Record<string, Dataset>;
@@ -39,9 +38,9 @@ function toml(value: TomlValue): string {
 /** The pipeline's TOML text. */
 export function pipelineToml({ name, datasets = {}, transforms }: Pipeline): string {
   const lines = [`name = ${toml(name)}`];
-  for (const [id, dataset] of Object.entries(datasets)) {
-    lines.push(`[datasets.${key(id)}]`, `topic = ${toml(dataset.topic)}`);
-    if (dataset.deadLetter !== undefined) lines.push(`[datasets.${key(id)}.policy]`, `deadLetter = ${toml(dataset.deadLetter)}`);
+  for (const [id, { deadLetter, ...fields }] of Object.entries(datasets)) {
+    lines.push(`[datasets.${key(id)}]`, ...Object.entries(fields).map(([k, v]) => `${key(k)} = ${toml(v as TomlValue)}`));
+    if (deadLetter !== undefined) lines.push(`[datasets.${key(id)}.policy]`, `deadLetter = ${toml(deadLetter)}`);
   }
   for (const { inputs, output, steps } of transforms) {
     lines.push("", "[[transforms]]", `inputs = ${toml(inputs)}`, `output = ${toml(output)}`);

@@ -133,7 +133,7 @@ describe("a stateful stage", () => {
     const tasks = tasksFor(stages);
     const e = await run.run([record(0, { g: "a", ts: 10 }), record(1, { g: "b", ts: 20 }), record(2, { g: "b", ts: 30 }), record(3, { g: "a", ts: 2 * MINUTE })], { tasks });
     expect(e.out).toEqual([]);
-    for (const fired of tasks.advance([{ topic: "in", partition: 0 }])) run.fire(e, fired.stage, fired.rows);
+    for (const fired of tasks.advance([{ topic: "in", partition: 0 }])) run.fire(e, fired.stage, fired.rows, fired.partition);
     const out = e.out.map((r) => ({ topic: r.topic, key: r.key, value: JSON.parse(r.value as string), headers: r.headers }));
     // n = 1 for a: 1 / (1 - 2); n = 2 for b: division by zero, poison.
     expect(out[0]).toMatchObject({ topic: "out", key: "a", value: { g: "a", n: 1, inv: -1 }, headers: undefined });

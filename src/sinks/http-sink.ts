@@ -1,0 +1,156 @@
+/**
+ * `sink = "http"`: each checkpoint's rows sent as JSON arrays of up to `batch` rows, and each
+ * row's id delivered once through a Deduplicator: at-least-once delivery (a replay after a crash
+ * sends its rows again) made effectively exactly-once by skipping the ids already delivered.
+ * One Deduplicator per input partition (namespace `<pipeline>/<dataset>/p<partition>`), written
+ * only by the partition's owner, in any AsyncStateStore (by default files under the state folder).
+ */
+import { FvError } from "../errors.ts";
+import type { CommitOffset, OutboundRecord } from "../kafka/port.ts";
+import type { Logger } from "../logger.ts";
+import type { AsyncStateStore } from "../state/async-store.ts";
+import { Deduplicator } from "../state/deduplicator.ts";
+import type { HttpSinkConfig } from "./config.ts";
+import { type Refused, type Sink, type SinkRow, type SinkWritten, sinkDeadLetter } from "./sink.ts";
+
+export interface HttpSinkOptions {
+  pipeline: string;
+  dataset: string;
+  /** Where each partition's window of delivered ids is kept. */
+  store: AsyncStateStore;
+  /** Ids remembered per partition (default 65,536). */
+  window?: number;
+  log: Logger;
+  fetch?: typeof fetch;
+}
+
+/** The most of a refusing answer's body a dead letter carries. */
+const BODY_BYTES = 500;
+
+export class HttpSink implements Sink {
+  readonly kind = "http";
+  readonly dataset: string;
+  readonly #config: HttpSinkConfig;
+  readonly #options: HttpSinkOptions;
+  readonly #dedup = new Map<number, Deduplicator>();
+
+  constructor(config: HttpSinkConfig, options: HttpSinkOptions) {
+    this.#config = config;
+    this.dataset = options.dataset;
+    this.#options = options;
+  }
+
+  get #where(): string {
+    return `http sink "${this.dataset}" (${this.#config.method} ${this.#config.url})`;
+  }
+
+  /** The Deduplicator of one input partition. */
+  dedupOf(partition: number): Deduplicator {
+    let dedup = this.#dedup.get(partition);
+    if (!dedup) {
+      dedup = new Deduplicator(this.#options.store, `${this.#options.pipeline}/${this.dataset}/p${partition}`, { window: this.#options.window });
+      this.#dedup.set(partition, dedup);
+    }
+    return dedup;
+  }
+
+  /**
+   * A partition changed hands: its window is read again before its next row (the member that
+   * had it meanwhile may have delivered more).
+   */
+  forget(partition: number): void {
+    this.#dedup.delete(partition);
+  }
+
+  /** Every partition's window is read again before its next row (a new session). */
+  forgetAll(): void {
+    this.#dedup.clear();
+  }
+
+  async write(rows: readonly SinkRow[], _offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten> {
+    const refused: Refused[] = [];
+    let written = 0;
+    let duplicates = 0;
+    const byPartition = new Map<number, SinkRow[]>();
+    for (const row of rows) {
+      const id = row.row[this.#config.id];
+      if (id === undefined || id === null || typeof id === "object") {
+        refused.push({ row, reason: "sink_rejected", message: `${this.#where}: the row has no id: column "${this.#config.id}" is ${id === undefined ? "missing" : JSON.stringify(id)}` });
+        continue;
+      }
+      const list = byPartition.get(row.partition) ?? [];
+      list.push(row);
+      byPartition.set(row.partition, list);
+    }
+    for (const [partition, list] of byPartition) {
+      const dedup = this.dedupOf(partition);
+      // Delivered before (a replay), or twice in this checkpoint: once.
+      const fresh: Array<{ id: string; row: SinkRow }> = [];
+      const now = new Set<string>();
+      for (const row of list) {
+        const id = String(row.row[this.#config.id]);
+        if (now.has(id) || !(await dedup.isNew(id))) {
+          duplicates++;
+          continue;
+        }
+        now.add(id);
+        fresh.push({ id, row });
+      }
+      for (let i = 0; i < fresh.length; i += this.#config.batch) {
+        const chunk = fresh.slice(i, i + this.#config.batch);
+        const answer = await this.#send(chunk.map((c) => c.row.row), chunk.map((c) => c.id));
+        if (answer.ok) {
+          // Durable before the next request: a crash after this line never sends these ids again.
+          await dedup.remember(chunk.map((c) => c.id));
+          written += chunk.length;
+        } else {
+          for (const c of chunk) refused.push({ row: c.row, reason: "sink_rejected", message: `${this.#where} refused the request: HTTP ${answer.status}: ${answer.body}` });
+        }
+      }
+    }
+    if (refused.length) await deadLetter(refused.flatMap((r) => sinkDeadLetter(r, `http:${this.#config.url}`) ?? []));
+    return { written, duplicates, refused };
+  }
+
+  async close(): Promise<void> {}
+
+  /** One request. 2xx: delivered; 408, 429, 5xx or no answer: SINK_UNAVAILABLE (retried); another 4xx: the rows are refused. */
+  async #send(rows: readonly unknown[], ids: readonly string[]): Promise<{ ok: true } | { ok: false; status: number; body: string }> {
+    const doFetch = this.#options.fetch ?? fetch;
+    let response: Response;
+    try {
+      response = await doFetch(this.#config.url, {
+        method: this.#config.method,
+        headers: { "content-type": "application/json", "idempotency-key": idempotencyKey(ids), ...this.#config.headers },
+        body: JSON.stringify(rows),
+        signal: AbortSignal.timeout(this.#config.timeoutMs),
+      });
+    } catch (error) {
+      const why = (error as Error).name === "TimeoutError" ? `no answer within ${this.#config.timeoutMs} ms` : (error as Error).message;
+      throw new FvError("SINK_UNAVAILABLE", `${this.#where} is unreachable: ${why}`, { cause: error, context: { sink: this.dataset } });
+    }
+    const body = response.ok ? "" : (await response.text().catch(() => "")).slice(0, BODY_BYTES);
+    if (response.ok) {
+      await response.body?.cancel().catch(() => {});
+      return { ok: true };
+    }
+    if (response.status === 408 || response.status === 429 || response.status >= 500) {
+      throw new FvError("SINK_UNAVAILABLE", `${this.#where} answered HTTP ${response.status}: ${body}`, { context: { sink: this.dataset, status: response.status } });
+    }
+    return { ok: false, status: response.status, body };
+  }
+}
+
+/**
+ * The same ids give the same key, so a receiver that honours `Idempotency-Key` can drop a request
+ * sent again after a crash landed between its answer and the Deduplicator's write.
+ */
+function idempotencyKey(ids: readonly string[]): string {
+  // FNV-1a, 64 bits, over the ids in order.
+  let hash = 0xcbf29ce484222325n;
+  for (const id of ids) {
+    for (let i = 0; i < id.length; i++) hash = BigInt.asUintN(64, (hash ^ BigInt(id.charCodeAt(i))) * 0x100000001b3n);
+    hash = BigInt.asUintN(64, (hash ^ 0x1fn) * 0x100000001b3n);
+  }
+  return `${ids.length}-${hash.toString(16)}`;
+}

@@ -1,0 +1,247 @@
+/**
+ * `sink = "postgres"`: each checkpoint's rows upserted on the key into one table, in ONE SQL
+ * transaction that also writes the input offsets they cover into `fv_sink_offsets`, the way Kafka
+ * Connect's JDBC sinks keep offsets in the database. The database is then the truth about how far
+ * the stream got: a restarted member skips what the table already holds (see SinkSet), so rows
+ * are written once even when Kafka's own commit did not happen (kill -9 between the two).
+ * The client is `postgres` (porsager/postgres), which runs on Bun, Deno and Node.
+ */
+import postgres from "postgres";
+import { FvError } from "../errors.ts";
+import type { Logger } from "../logger.ts";
+import type { CommitOffset, OutboundRecord } from "../kafka/port.ts";
+import { type PostgresSinkConfig, redactedUrl } from "./config.ts";
+import { type Refused, type Sink, type SinkRow, type SinkWritten, sinkDeadLetter } from "./sink.ts";
+
+/** The table of offsets, one row per (pipeline, sink, topic, partition). */
+export const OFFSETS_TABLE = "fv_sink_offsets";
+/** Rows per INSERT statement (Postgres takes at most 65,535 parameters in one). */
+const ROWS_PER_STATEMENT = 1000;
+
+type Sql = postgres.Sql;
+type Column = { name: string; type: string };
+
+export interface PostgresSinkOptions {
+  pipeline: string;
+  dataset: string;
+  log: Logger;
+}
+
+export class PostgresSink implements Sink {
+  readonly kind = "postgres";
+  readonly dataset: string;
+  readonly #config: PostgresSinkConfig;
+  readonly #pipeline: string;
+  readonly #log: Logger;
+  readonly #sql: Sql;
+  readonly #schema: string;
+  readonly #table: string;
+  /** The table's columns once known (read, or created from the first rows). */
+  #columns: Column[] | undefined;
+  #offsetsTableReady = false;
+  /** Fields of rows that the table has no column for, each warned about once. */
+  readonly #unknownFields = new Set<string>();
+
+  constructor(config: PostgresSinkConfig, options: PostgresSinkOptions) {
+    this.#config = config;
+    this.dataset = options.dataset;
+    this.#pipeline = options.pipeline;
+    this.#log = options.log;
+    const [schema, table] = config.table.includes(".") ? config.table.split(".") as [string, string] : ["public", config.table];
+    this.#schema = schema;
+    this.#table = table;
+    // Two connections: a checkpoint's transaction, and a positions read next to it.
+    this.#sql = postgres(config.url, { max: 2, onnotice: () => {}, connect_timeout: 10, idle_timeout: 60, max_lifetime: null });
+  }
+
+  get #where(): string {
+    return `postgres sink "${this.dataset}" (${redactedUrl(this.#config.url)}, table ${this.#schema}.${this.#table})`;
+  }
+
+  async positions(): Promise<Map<string, bigint>> {
+    return await this.#guard(async () => {
+      await this.#ensureOffsetsTable();
+      const rows = await this.#sql<Array<{ topic: string; partition: number; next_offset: string }>>`
+        SELECT topic, partition, next_offset FROM ${this.#sql(OFFSETS_TABLE)} WHERE pipeline = ${this.#pipeline} AND sink = ${this.dataset}`;
+      return new Map(rows.map((r) => [`${r.topic}:${r.partition}`, BigInt(r.next_offset)]));
+    });
+  }
+
+  async write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten> {
+    return await this.#guard(async () => {
+      await this.#ensureOffsetsTable();
+      // The last row of each key wins, as it would one statement after another (and ON CONFLICT
+      // may not touch a row twice in one statement).
+      const refused: Refused[] = [];
+      const latest = new Map<string, SinkRow>();
+      for (const row of rows) {
+        const missing = this.#config.key.find((column) => row.row[column] === undefined || row.row[column] === null);
+        if (missing !== undefined) {
+          refused.push({ row, reason: "sink_rejected", message: `${this.#where}: the row has no value for key column "${missing}"` });
+          continue;
+        }
+        latest.set(JSON.stringify(this.#config.key.map((column) => row.row[column])), row);
+      }
+      const upserts = [...latest.values()];
+      if (upserts.length > 0) await this.#ensureTable(upserts);
+      try {
+        await this.#sql.begin(async (tx) => {
+          for (let i = 0; i < upserts.length; i += ROWS_PER_STATEMENT) await this.#upsert(tx, upserts.slice(i, i + ROWS_PER_STATEMENT));
+          if (refused.length) await deadLetter(this.#deadLetters(refused));
+          await this.#saveOffsets(tx, offsets);
+        });
+        return { written: upserts.length, duplicates: 0, refused };
+      } catch (error) {
+        if (!isRowError(error)) throw error;
+      }
+      // A row the database refused failed the whole transaction: again, one row at a time, each
+      // behind a savepoint, so only the refused rows are left out (and dead-lettered).
+      let written = 0;
+      const refusedNow: Refused[] = [];
+      await this.#sql.begin(async (tx) => {
+        for (const row of upserts) {
+          try {
+            await tx.savepoint((sp) => this.#upsert(sp, [row]));
+            written++;
+          } catch (error) {
+            if (!isRowError(error)) throw error;
+            refusedNow.push({ row, reason: "sink_rejected", message: `${this.#where} refused the row: ${(error as Error).message} (SQLSTATE ${(error as { code?: string }).code})` });
+          }
+        }
+        const all = [...refused, ...refusedNow];
+        if (all.length) await deadLetter(this.#deadLetters(all));
+        await this.#saveOffsets(tx, offsets);
+      });
+      return { written, duplicates: 0, refused: [...refused, ...refusedNow] };
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.#sql.end({ timeout: 5 }).catch(() => {});
+  }
+
+  #deadLetters(refused: readonly Refused[]): OutboundRecord[] {
+    return refused.flatMap((r) => sinkDeadLetter(r, `postgres:${this.#schema}.${this.#table}`) ?? []);
+  }
+
+  async #upsert(tx: postgres.TransactionSql, rows: readonly SinkRow[]): Promise<void> {
+    const columns = this.#columns!.map((c) => c.name).filter((name) => rows.some((r) => r.row[name] !== undefined) || this.#config.key.includes(name));
+    const values = rows.map((r) => Object.fromEntries(columns.map((name) => [name, toParameter(r.row[name])])));
+    const updates = columns.filter((c) => !this.#config.key.includes(c));
+    const target = this.#sql(`${this.#schema}.${this.#table}`);
+    const conflict = this.#sql(this.#config.key);
+    if (updates.length === 0) {
+      await tx`INSERT INTO ${target} ${tx(values, columns)} ON CONFLICT (${conflict}) DO NOTHING`;
+      return;
+    }
+    const set = tx.unsafe(updates.map((c) => `${quoteIdent(c)} = EXCLUDED.${quoteIdent(c)}`).join(", "));
+    await tx`INSERT INTO ${target} ${tx(values, columns)} ON CONFLICT (${conflict}) DO UPDATE SET ${set}`;
+  }
+
+  async #saveOffsets(tx: postgres.TransactionSql, offsets: readonly CommitOffset[]): Promise<void> {
+    if (offsets.length === 0) return;
+    const values = offsets.map((o) => ({ pipeline: this.#pipeline, sink: this.dataset, topic: o.topic, partition: o.partition, next_offset: String(o.offset) }));
+    await tx`INSERT INTO ${tx(OFFSETS_TABLE)} ${tx(values, "pipeline", "sink", "topic", "partition", "next_offset")}
+      ON CONFLICT (pipeline, sink, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()`;
+  }
+
+  async #ensureOffsetsTable(): Promise<void> {
+    if (this.#offsetsTableReady) return;
+    await ignoringRace(() => this.#sql`CREATE TABLE IF NOT EXISTS ${this.#sql(OFFSETS_TABLE)} (
+      pipeline text NOT NULL, sink text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
+      next_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (pipeline, sink, topic, partition))`);
+    this.#offsetsTableReady = true;
+  }
+
+  /** Reads the table's columns; a missing table is created from these rows (Kafka Connect's auto.create). */
+  async #ensureTable(rows: readonly SinkRow[]): Promise<void> {
+    if (this.#columns === undefined) {
+      const found = await this.#sql<Column[]>`
+        SELECT column_name AS name, data_type AS type FROM information_schema.columns
+        WHERE table_schema = ${this.#schema} AND table_name = ${this.#table} ORDER BY ordinal_position`;
+      if (found.length > 0) {
+        const missingKey = this.#config.key.filter((k) => !found.some((c) => c.name === k));
+        if (missingKey.length) throw new FvError("SINK_FAILED", `${this.#where}: the table has no column ${missingKey.map((k) => `"${k}"`).join(", ")} of the sink's key. Fix the dataset's key, or the table`, { context: { field: "key" } });
+        this.#columns = [...found];
+      } else {
+        this.#columns = await this.#createTable(rows);
+      }
+    }
+    for (const { row } of rows) {
+      for (const field of Object.keys(row)) {
+        if (this.#unknownFields.has(field) || this.#columns.some((c) => c.name === field)) continue;
+        this.#unknownFields.add(field);
+        this.#log("warn", `${this.#where}: the table has no column "${field}", so that field of the rows is not written; add the column (ALTER TABLE) to keep it`);
+      }
+    }
+  }
+
+  async #createTable(rows: readonly SinkRow[]): Promise<Column[]> {
+    const columns = new Map<string, string>();
+    for (const { row } of rows) for (const [name, value] of Object.entries(row)) if (!columns.has(name) || columns.get(name) === "text" && value !== null) columns.set(name, sqlTypeOf(value));
+    for (const key of this.#config.key) if (!columns.has(key)) columns.set(key, "text");
+    const definition = [...columns].map(([name, type]) => `${quoteIdent(name)} ${type}${this.#config.key.includes(name) ? " NOT NULL" : ""}`).join(", ");
+    const primaryKey = this.#config.key.map(quoteIdent).join(", ");
+    await ignoringRace(() => this.#sql.unsafe(`CREATE TABLE IF NOT EXISTS ${quoteIdent(this.#schema)}.${quoteIdent(this.#table)} (${definition}, PRIMARY KEY (${primaryKey}))`));
+    this.#log("info", `${this.#where}: created the table (${[...columns].map(([n, t]) => `${n} ${t}`).join(", ")}; primary key ${this.#config.key.join(", ")})`);
+    // Another member may have created it first, from other rows: read what it has.
+    const found = await this.#sql<Column[]>`
+      SELECT column_name AS name, data_type AS type FROM information_schema.columns
+      WHERE table_schema = ${this.#schema} AND table_name = ${this.#table} ORDER BY ordinal_position`;
+    return [...found];
+  }
+
+  /** Sorts the database's failures: unreachable → SINK_UNAVAILABLE (wait, retry); the stream refused → SINK_FAILED. */
+  async #guard<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof FvError) throw error;
+      const code = String((error as { code?: unknown }).code ?? "");
+      const message = (error as Error).message;
+      if (isUnavailable(code)) {
+        throw new FvError("SINK_UNAVAILABLE", `${this.#where} is unreachable: ${message || code}`, { cause: error, context: { sink: this.dataset } });
+      }
+      throw new FvError("SINK_FAILED", `${this.#where} refused the stream: ${message}${code ? ` (${code})` : ""}. Check the URL, the user's rights on the table, and that the database exists`, { cause: error, context: { sink: this.dataset } });
+    }
+  }
+}
+
+/** A failure of one row's values (SQLSTATE classes 22 data exception, 23 integrity constraint, and a column of another type). */
+function isRowError(error: unknown): boolean {
+  const code = String((error as { code?: unknown }).code ?? "");
+  return /^2[23]/.test(code) || code === "42804";
+}
+
+/** The server went away or cannot take us now: connection failures (class 08), shutdown (57P0x), too many connections. */
+function isUnavailable(code: string): boolean {
+  return /^08/.test(code) || /^57P0[1-3]$/.test(code) || code === "53300" || /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EHOSTUNREACH|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED)$/.test(code);
+}
+
+/** Concurrent members may both create a table: the loser's "already exists" is not an error. */
+async function ignoringRace(create: () => PromiseLike<unknown>): Promise<void> {
+  try {
+    await create();
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code !== "42P07" && code !== "23505") throw error;
+  }
+}
+
+/** A column type for a new table, from a value (numbers as double precision: JSON's numbers). */
+function sqlTypeOf(value: unknown): string {
+  if (typeof value === "number") return "double precision";
+  if (typeof value === "boolean") return "boolean";
+  if (typeof value === "object" && value !== null) return "jsonb";
+  return "text";
+}
+
+function toParameter(value: unknown): unknown {
+  if (value === undefined) return null;
+  return value;
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}

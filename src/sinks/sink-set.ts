@@ -1,0 +1,186 @@
+/**
+ * The sinks of one consumer loop: the rows each stage made for them since the last checkpoint,
+ * and, for a stateless stage into Postgres, how far the database says each input partition is
+ * written (records below are skipped: the rows are in the table already).
+ */
+import { backoffMs, delay } from "../async.ts";
+import { asFvError, FvError } from "../errors.ts";
+import type { CommitOffset, InboundRecord, OutboundRecord } from "../kafka/port.ts";
+import type { Logger } from "../logger.ts";
+import { FileStateStore } from "../ops/file-state-store.ts";
+import { nodeFiles } from "../state/node-files.ts";
+import type { CompiledStage } from "../topology/compile-topology.ts";
+import type { BuildMetrics, TopicBinding } from "../control/types.ts";
+import { withEnvironment } from "./config.ts";
+import { HttpSink } from "./http-sink.ts";
+import { PostgresSink } from "./postgres-sink.ts";
+import type { Sink, SinkRow } from "./sink.ts";
+
+export interface SinkSetOptions {
+  pipeline: string;
+  bindings: Record<string, TopicBinding>;
+  /** Where the http sinks keep their windows of delivered ids (the state folder). */
+  stateDir: string;
+  env: Record<string, string | undefined>;
+  log: Logger;
+  /** Backoff while a sink is unreachable (ms, doubling up to `maxMs`). */
+  retry?: { firstMs: number; maxMs: number };
+}
+
+interface Entry {
+  sink: Sink;
+  /** Input topics of the stage that writes it. */
+  inputs: Set<string>;
+  /** The stage keeps no state: records the sink holds already are skipped (the sink's offsets are the truth). */
+  skipWritten: boolean;
+}
+
+/** The counters a SinkSet keeps (the loop's). */
+export type SinkCounters = Pick<BuildMetrics, "poison" | "poisonByReason" | "deadLettered" | "sinkWritten" | "sinkDuplicates" | "sinksWaiting">;
+
+/** Rows taken for one checkpoint, by sink. */
+export type SinkBatch = Map<string, SinkRow[]>;
+
+export class SinkSet {
+  readonly #entries = new Map<string, Entry>();
+  readonly #options: SinkSetOptions;
+  #buffer: SinkBatch = new Map();
+  /** Per sink, "topic:partition" → the next offset it has not written, as its own table says; read once per session. */
+  #positions = new Map<string, Promise<Map<string, bigint>>>();
+  /** The same, once read (for `written`, which is synchronous). */
+  #known = new Map<string, Map<string, bigint>>();
+  /** The loop's counters: sinkWritten, sinkDuplicates, sinksWaiting (the build record; `/readyz` reads the last), poison. */
+  readonly #counters: SinkCounters;
+
+  constructor(stages: readonly CompiledStage[], options: SinkSetOptions, counters: SinkCounters) {
+    this.#options = options;
+    this.#counters = counters;
+    counters.sinkWritten ??= 0;
+    counters.sinkDuplicates ??= 0;
+    counters.sinksWaiting ??= {};
+    for (const stage of stages) {
+      const dataset = stage.def.output;
+      const binding = options.bindings[dataset]!;
+      if (binding.sink === "kafka" || !binding.sinkConfig) continue;
+      const config = withEnvironment(binding.sinkConfig, dataset, options.env);
+      const sink: Sink = config.kind === "postgres"
+        ? new PostgresSink(config, { pipeline: options.pipeline, dataset, log: options.log })
+        : new HttpSink(config, { pipeline: options.pipeline, dataset, log: options.log, store: new FileStateStore(`${options.stateDir}/sinks/${dataset}`, nodeFiles()) });
+      const inputs = new Set(stage.def.inputs.map((d) => options.bindings[d]!.topic));
+      const previous = this.#entries.get(dataset);
+      if (previous) {
+        // Two stages into one sink: one sink, the inputs of both, skipping only when both are stateless.
+        for (const topic of inputs) previous.inputs.add(topic);
+        previous.skipWritten &&= !stage.operator;
+        void sink.close();
+        continue;
+      }
+      this.#entries.set(dataset, { sink, inputs, skipWritten: !stage.operator && sink.positions !== undefined });
+    }
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /**
+   * A new session (a join of the group): rows buffered by the last one were never committed and
+   * its offsets go back with them; the sinks' positions are read again (another member may have
+   * written meanwhile), and http sinks read their windows again.
+   */
+  reset(): void {
+    this.#buffer = new Map();
+    this.#positions = new Map();
+    this.#known = new Map();
+    for (const { sink } of this.#entries.values()) if (sink instanceof HttpSink) sink.forgetAll();
+  }
+
+  /** Reads, before a batch, the positions of the sinks the batch's records may be skipped for. */
+  async prepare(records: readonly InboundRecord[], stopping: () => boolean): Promise<void> {
+    for (const [dataset, entry] of this.#entries) {
+      if (!entry.skipWritten || this.#positions.has(dataset) || !records.some((r) => entry.inputs.has(r.topic))) continue;
+      const read = this.#waiting(dataset, () => entry.sink.positions!(), stopping);
+      this.#positions.set(dataset, read);
+      read.catch(() => this.#positions.delete(dataset));
+      await read;
+    }
+  }
+
+  /** Whether `sink` holds the rows of `record` already (prepare read its positions). */
+  written(sink: string, record: InboundRecord): boolean {
+    const positions = this.#known.get(sink);
+    if (!positions) return false;
+    const next = positions.get(`${record.topic}:${record.partition}`);
+    return next !== undefined && record.offset < next;
+  }
+
+  /** Rows of a batch, kept until the next checkpoint. */
+  add(rows: Map<string, SinkRow[]>): void {
+    for (const [dataset, list] of rows) {
+      const buffered = this.#buffer.get(dataset);
+      if (buffered) for (const row of list) buffered.push(row);
+      else this.#buffer.set(dataset, list);
+    }
+  }
+
+  /** The rows of the checkpoint being taken (between batches, with its offsets). */
+  take(): SinkBatch {
+    const taken = this.#buffer;
+    this.#buffer = new Map();
+    return taken;
+  }
+
+  /**
+   * Writes a checkpoint's rows into each sink, with the offsets of that sink's inputs; waits out
+   * an unreachable sink (backoff, `status.waiting` says why) until it answers or the loop stops.
+   */
+  async write(batch: SinkBatch, offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, stopping: () => boolean): Promise<void> {
+    const counters = this.#counters;
+    for (const [dataset, entry] of this.#entries) {
+      const rows = batch.get(dataset) ?? [];
+      const covered = offsets.filter((o) => entry.inputs.has(o.topic));
+      if (rows.length === 0 && covered.length === 0) continue;
+      let deadLettered = 0;
+      const send = (records: OutboundRecord[]) => ((deadLettered = records.length), deadLetter(records));
+      const result = await this.#waiting(dataset, () => entry.sink.write(rows, covered, send), stopping);
+      counters.sinkWritten! += result.written;
+      counters.sinkDuplicates! += result.duplicates;
+      // A refused row is poison like any: counted by reason, dead-lettered when its input has a topic for it.
+      for (const { reason } of result.refused) counters.poisonByReason[reason] = (counters.poisonByReason[reason] ?? 0) + 1;
+      counters.poison += result.refused.length;
+      counters.deadLettered += deadLettered;
+      // What the sink holds now, for a session that goes on reading (e.g. after a rebalance that kept the partition).
+      const known = this.#known.get(dataset);
+      if (known) for (const o of covered) known.set(`${o.topic}:${o.partition}`, o.offset);
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#entries.values()].map(({ sink }) => sink.close()));
+  }
+
+  /** Runs `work` until it does not find the sink unreachable; gives up (retryable) once the loop stops. */
+  async #waiting<T>(dataset: string, work: () => Promise<T>, stopping: () => boolean): Promise<T> {
+    const backoff = this.#options.retry ?? { firstMs: 200, maxMs: 5000 };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const result = await work();
+        if (this.#counters.sinksWaiting![dataset] !== undefined) {
+          delete this.#counters.sinksWaiting![dataset];
+          this.#options.log("info", `sink "${dataset}" answers again: the stream goes on`);
+        }
+        if (result instanceof Map) this.#known.set(dataset, result as Map<string, bigint>);
+        return result;
+      } catch (error) {
+        const failure = asFvError(error);
+        if (failure.code !== "SINK_UNAVAILABLE") throw failure;
+        if (this.#counters.sinksWaiting![dataset] === undefined) this.#options.log("warn", `${failure.message}; the stream waits and retries (/readyz answers 503 meanwhile)`);
+        this.#counters.sinksWaiting![dataset] = failure.message;
+        if (stopping()) throw new FvError("SINK_UNAVAILABLE", `stopping while ${failure.message}: the rows of the last checkpoint are read again by the next run`, { cause: failure });
+        // In short steps, so a stop does not wait out a long backoff.
+        const until = Date.now() + backoffMs(attempt, backoff);
+        while (Date.now() < until && !stopping()) await delay(Math.min(250, until - Date.now()));
+      }
+    }
+  }
+}

@@ -1,0 +1,68 @@
+import type { CommitOffset, InboundRecord, OutboundRecord } from "../kafka/port.ts";
+import type { Row } from "../expr/index.ts";
+
+/** One row a stage produced for a sink, with what its dead letter needs should the sink refuse it. */
+export interface SinkRow {
+  row: Row;
+  /** The output key (the source record's, or the operator's key columns). */
+  key: string | null;
+  /** The input partition it came from: its source record's, or the operator task's that fired it. */
+  partition: number;
+  /** The source record, when the row came from one (not from a timer). */
+  source?: InboundRecord;
+  deadLetterTopic?: string;
+  stageLabel: string;
+}
+
+/** Rows a sink refused (constraint, type, a 4xx), each with the sink's own words. */
+export interface Refused {
+  row: SinkRow;
+  /** `sink_rejected` */
+  reason: string;
+  message: string;
+}
+
+/** What one checkpoint's write did. */
+export interface SinkWritten {
+  /** Rows the sink holds now (upserted, delivered). */
+  written: number;
+  /** Rows skipped as delivered before (the Deduplicator's window). */
+  duplicates: number;
+  refused: Refused[];
+}
+
+/**
+ * Where a stage's output goes when it is not a Kafka topic. The loop hands it each checkpoint's
+ * rows, with the input offsets they cover, and waits: `write` resolves once the rows are
+ * durable in the sink (or refused and dead-lettered), and only then are the offsets committed to
+ * Kafka. An unreachable sink throws `SINK_UNAVAILABLE`, and the loop calls again after a backoff.
+ */
+export interface Sink {
+  readonly kind: "postgres" | "http";
+  readonly dataset: string;
+  /**
+   * The sink's own record of how far each input partition is written (`"topic:partition"` → next
+   * offset), when the sink keeps one (Postgres, in the same transaction as the rows).
+   */
+  positions?(): Promise<Map<string, bigint>>;
+  /** Writes one checkpoint's rows; refused rows are dead-lettered with `deadLetter` before the write is final. */
+  write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten>;
+  close(): Promise<void>;
+}
+
+/** The dead letter of a row a sink refused: the row as the sink saw it, with the source record's place. */
+export function sinkDeadLetter(refused: Refused, sink: string): OutboundRecord | undefined {
+  const { row } = refused;
+  if (!row.deadLetterTopic) return undefined;
+  const headers: Array<[string, string | Uint8Array]> = [
+    ["fv.error.reason", refused.reason],
+    ["fv.error.message", refused.message.slice(0, 1000)],
+    ["fv.error.stage", row.stageLabel],
+    ["fv.error.sink", sink],
+  ];
+  if (row.source) {
+    headers.unshift(...row.source.headers);
+    headers.push(["fv.source.topic", row.source.topic], ["fv.source.partition", String(row.source.partition)], ["fv.source.offset", String(row.source.offset)]);
+  }
+  return { topic: row.deadLetterTopic, key: row.key, value: JSON.stringify(row.row), headers };
+}

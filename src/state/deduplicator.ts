@@ -1,0 +1,141 @@
+import { type AsyncStateStore, jsonBytes, parseJsonBytes } from "./async-store.ts";
+
+export interface DeduplicatorOptions {
+  /** How many of the latest ids are remembered (the durable window). Default 65,536. */
+  window?: number;
+}
+
+const DEFAULT_WINDOW = 64 * 1024;
+/** Segment keys sort by number: `<namespace>/000000000042`. */
+const SEQ_DIGITS = 12;
+
+/**
+ * Exactly-once toward a system that is not Kafka, on an at-least-once source: the ids already
+ * delivered are remembered, so a replay of the source delivers each id once. A process-local
+ * cache (a Set) answers `isNew`; the durable window lives in any AsyncStateStore, as segments
+ * `<namespace>/<seq>` (JSON arrays of ids). `remember` rewrites the open segment only; once it
+ * holds a window's eighth (at most 4,096 ids) the next one opens, and segments older than the
+ * window are deleted. The first call loads every segment of the namespace.
+ *
+ * One writer per namespace: give each owner its own (the http sink uses one per sink and input
+ * partition, and only the partition's owner writes it).
+ *
+ * @example
+ * const dedup = new Deduplicator(store, "orders-sink/p0").withWindow(64 * 1024);
+ * for (const msg of batch) {
+ *   if (!(await dedup.isNew(msg.id))) continue; // delivered before: skip, safe to replay
+ *   await sink.write(msg);
+ *   await dedup.remember(msg.id);
+ * }
+ */
+export class Deduplicator {
+  readonly store: AsyncStateStore;
+  readonly namespace: string;
+  #window: number;
+  /** Each remembered id, with the segment that last remembered it. */
+  readonly #seen = new Map<string, number>();
+  /** Segments oldest first; the last is the open one. */
+  #segments: Array<{ seq: number; ids: string[] }> = [];
+  #loaded: Promise<void> | undefined;
+
+  constructor(store: AsyncStateStore, namespace: string, options: DeduplicatorOptions = {}) {
+    if (!namespace || namespace.includes("\n")) throw new TypeError("a Deduplicator needs a namespace (a sink's name), without line breaks");
+    this.store = store;
+    this.namespace = namespace.replace(/\/+$/, "");
+    this.#window = checkedWindow(options.window ?? DEFAULT_WINDOW);
+  }
+
+  /** Sets how many of the latest ids are remembered; returns this deduplicator. */
+  withWindow(n: number): this {
+    this.#window = checkedWindow(n);
+    return this;
+  }
+
+  get window(): number {
+    return this.#window;
+  }
+
+  /** Ids held now (the window, plus at most one segment on its way out). */
+  get size(): number {
+    return this.#seen.size;
+  }
+
+  /** True when `id` is not among the remembered ones. */
+  async isNew(id: string): Promise<boolean> {
+    await this.#load();
+    return !this.#seen.has(id);
+  }
+
+  /** Remembers ids as delivered; durable once the returned promise resolves. */
+  async remember(ids: string | readonly string[]): Promise<void> {
+    await this.#load();
+    const list = typeof ids === "string" ? [ids] : ids;
+    if (list.length === 0) return;
+    let open = this.#segments.at(-1);
+    if (open === undefined || open.ids.length >= this.#segmentSize()) {
+      open = { seq: (open?.seq ?? 0) + 1, ids: [] };
+      this.#segments.push(open);
+    }
+    for (const id of list) {
+      open.ids.push(id);
+      this.#seen.set(id, open.seq);
+    }
+    await this.store.put(this.#keyOf(open.seq), jsonBytes(open.ids));
+    await this.#trim();
+  }
+
+  /** Forgets the process-local cache; the next call reads the durable window again. */
+  reset(): void {
+    this.#seen.clear();
+    this.#segments = [];
+    this.#loaded = undefined;
+  }
+
+  #segmentSize(): number {
+    return Math.max(1, Math.min(4096, Math.ceil(this.#window / 8)));
+  }
+
+  #keyOf(seq: number): string {
+    return `${this.namespace}/${String(seq).padStart(SEQ_DIGITS, "0")}`;
+  }
+
+  /** Deletes the oldest segments while the newer ones alone hold the window. */
+  async #trim(): Promise<void> {
+    let held = this.#segments.reduce((n, s) => n + s.ids.length, 0);
+    while (this.#segments.length > 1 && held - this.#segments[0]!.ids.length >= this.#window) {
+      const oldest = this.#segments.shift()!;
+      held -= oldest.ids.length;
+      await this.store.delete(this.#keyOf(oldest.seq));
+      for (const id of oldest.ids) if (this.#seen.get(id) === oldest.seq) this.#seen.delete(id);
+    }
+  }
+
+  #load(): Promise<void> {
+    this.#loaded ??= (async () => {
+      const prefix = `${this.namespace}/`;
+      const keys = (await this.store.list(prefix)).filter((k) => /^\d+$/.test(k.slice(prefix.length)));
+      const segments = [];
+      for (const key of keys) {
+        const bytes = await this.store.get(key);
+        if (bytes === undefined) continue;
+        const ids = parseJsonBytes(bytes, `Deduplicator segment ${key}`);
+        if (!Array.isArray(ids) || !ids.every((id) => typeof id === "string")) throw new TypeError(`Deduplicator segment ${key} is not a list of ids`);
+        segments.push({ seq: Number(key.slice(prefix.length)), ids: ids as string[] });
+      }
+      segments.sort((a, b) => a.seq - b.seq);
+      for (const segment of segments) for (const id of segment.ids) this.#seen.set(id, segment.seq);
+      this.#segments = segments;
+      // A segment written by the last run stays closed: the next remember opens a new one.
+      if (segments.length) this.#segments.push({ seq: segments.at(-1)!.seq + 1, ids: [] });
+    })().catch((error) => {
+      this.#loaded = undefined;
+      throw error;
+    });
+    return this.#loaded;
+  }
+}
+
+function checkedWindow(n: number): number {
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`a Deduplicator's window is a whole number of ids, at least 1 (got ${n})`);
+  return n;
+}
