@@ -15,12 +15,13 @@
 # the URL is postgres://postgres@127.0.0.1:5432/postgres. A development server, never for
 # anything else. Everything lives under <repo>/.postgres (git-ignored): data/, server.log,
 # run/ (the Unix socket). As root the server runs as the `postgres` user (initdb refuses root).
-# Env: FV_POSTGRES_PORT (default 5432), PG_BIN (the folder of initdb/pg_ctl; default: the newest
+# Env: FV_POSTGRES_PORT (default 5432), FV_POSTGRES_HOME (default <repo>/.postgres: a second
+#      server's own folder, e.g. for a test that stops its database), PG_BIN (the folder of initdb/pg_ctl; default: the newest
 #      /usr/lib/postgresql/*/bin), FV_POSTGRES_READY_TIMEOUT (seconds, default 60).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HOME_DIR="$REPO_ROOT/.postgres"
+if [[ -n "${FV_POSTGRES_HOME:-}" ]]; then HOME_DIR="$(realpath -m "$FV_POSTGRES_HOME")"; else HOME_DIR="$REPO_ROOT/.postgres"; fi
 DATA_DIR="$HOME_DIR/data"
 RUN_DIR="$HOME_DIR/run"
 LOG_FILE="$HOME_DIR/server.log"
@@ -80,10 +81,10 @@ cmd_up() {
   # A crashed server leaves its pid file behind; pg_ctl sees through it when the pid is gone.
   as_owner "$bin/pg_ctl" -D "$DATA_DIR" -l "$LOG_FILE" -w -t "$READY_TIMEOUT" \
     -o "-c listen_addresses=127.0.0.1 -p $PORT -c unix_socket_directories=$RUN_DIR -c max_connections=200 -c fsync=on" start >/dev/null ||
-    { tail -20 "$LOG_FILE" >&2 2>/dev/null; echo "postgres.sh: the server did not start on 127.0.0.1:$PORT (log: .postgres/server.log, above)" >&2; exit 1; }
+    { tail -20 "$LOG_FILE" >&2 2>/dev/null; echo "postgres.sh: the server did not start on 127.0.0.1:$PORT (log: $LOG_FILE, above)" >&2; exit 1; }
   local waited=0
   until answers "$bin"; do
-    (( waited++ >= READY_TIMEOUT )) && { echo "postgres.sh: no answer on 127.0.0.1:$PORT after ${READY_TIMEOUT}s (log: .postgres/server.log)" >&2; exit 1; }
+    (( waited++ >= READY_TIMEOUT )) && { echo "postgres.sh: no answer on 127.0.0.1:$PORT after ${READY_TIMEOUT}s (log: $LOG_FILE)" >&2; exit 1; }
     sleep 1
   done
   echo "postgres.sh: PostgreSQL is up at $URL" >&2

@@ -1,0 +1,311 @@
+/**
+ * Sinks on real servers: the local PostgreSQL (scripts/postgres.sh) and an HTTP service in this
+ * process, fed by the real local Kafka through the CLI. kill -9 five times mid-stream: each key's
+ * row once in Postgres (no row written twice: a trigger counts rewrites), each id delivered once
+ * over HTTP; rows the database refuses are dead-lettered with its message; a database that goes
+ * down makes the stream wait (/readyz 503, saying why) and go on when it is back.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import type { OutboundRecord } from "../../src/kafka/port.ts";
+import { adminUrlOf, type CliRun, lastRecord, logsOf, startCli, waitFor } from "../helpers/cli.ts";
+import { collect, createTopic, header, json, produce, uniqueName } from "../helpers/kafka.ts";
+import { pipelineFile } from "../helpers/pipelines.ts";
+
+const ROOT = join(import.meta.dir, "../..");
+const PG_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+const sql = postgres(PG_URL, { onnotice: () => {}, max: 2 });
+const runs: CliRun[] = [];
+
+beforeAll(() => {
+  execFileSync(join(ROOT, "scripts/postgres.sh"), ["up"], { stdio: "inherit" });
+});
+afterEach(() => {
+  for (const run of runs.splice(0)) if (run.child.exitCode === null) run.child.kill("SIGKILL");
+});
+afterAll(async () => {
+  await sql.end();
+});
+
+const start = (file: string, env: Record<string, string> = {}) => {
+  const run = startCli(["run", file], { env: { STREAM_BATCH_SIZE: "200", STREAM_CHECKPOINT_INTERVAL_MS: "100", ...env } });
+  runs.push(run);
+  return run;
+};
+
+/** SIGTERM once the run is RUNNING (a run signalled before it set its handlers up just dies): exit 0. */
+async function stopOrderly(run: CliRun): Promise<void> {
+  await waitFor(() => run.records.some((r) => r.status === "RUNNING"), 60_000, "the run RUNNING");
+  run.child.kill("SIGTERM");
+  expect(await run.exited).toBe(0);
+}
+
+/** Produces `total` rows in chunks while the stream runs, so kills land mid-stream. */
+function keepProducing(records: OutboundRecord[], chunk: number, everyMs: number) {
+  let sent = 0;
+  let stopped = false;
+  const done = (async () => {
+    while (!stopped && sent < records.length) {
+      await produce(records.slice(sent, sent + chunk));
+      sent = Math.min(records.length, sent + chunk);
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  })();
+  return { done, stop: () => void (stopped = true), sent: () => sent };
+}
+
+/** kill -9 the run `kills` times, each once the sink got `progress()` further, and start it again. */
+async function killRepeatedly(file: string, env: Record<string, string>, kills: number, progress: () => Promise<number>, total: number): Promise<CliRun> {
+  let run = start(file, env);
+  for (let k = 1; k <= kills; k++) {
+    const target = Math.floor((total * k) / (kills + 1));
+    await waitFor(async () => (await progress()) >= target, 90_000, `${target} rows in the sink before kill ${k}`).catch((error) => {
+      console.log(logsOf(run, 40));
+      throw error;
+    });
+    run.child.kill("SIGKILL");
+    await run.exited;
+    run = start(file, env);
+  }
+  return run;
+}
+
+describe("postgres sink", () => {
+  test("kill -9 five times mid-stream: each key's row once, with its last values, and no row ever written twice", async () => {
+    const name = uniqueName("pg-kill");
+    const input = `${name}-in`;
+    const table = name.replace(/[^A-Za-z0-9_]/g, "_");
+    const n = 12_000;
+    await createTopic(input, 4);
+    // The table and a trigger that records every rewrite of a row (an upsert hitting an existing key).
+    await sql.unsafe(`CREATE TABLE ${table} (id bigint PRIMARY KEY, qty double precision, label text, doubled double precision)`);
+    await sql.unsafe(`CREATE TABLE ${table}_rewrites (id bigint)`);
+    await sql.unsafe(`CREATE FUNCTION ${table}_count() RETURNS trigger AS $$ BEGIN INSERT INTO ${table}_rewrites VALUES (NEW.id); RETURN NEW; END $$ LANGUAGE plpgsql`);
+    await sql.unsafe(`CREATE TRIGGER ${table}_t BEFORE UPDATE ON ${table} FOR EACH ROW EXECUTE FUNCTION ${table}_count()`);
+    const file = pipelineFile({
+      name,
+      datasets: { orders: { topic: input }, totals: { sink: "postgres", url: PG_URL, table, key: ["id"] } },
+      transforms: [{ inputs: ["orders"], output: "totals", steps: [{ op: "applyExpression", expression: "qty * 2", column: "doubled" }] }],
+    });
+    const records = Array.from({ length: n }, (_, i) => ({ topic: input, key: `k${i % 97}`, value: JSON.stringify({ id: i, qty: i % 13, label: `r${i}` }) }));
+    const flow = keepProducing(records, 500, 150);
+    const env = { STREAM_INSTANCE_ID: name };
+    const count = async () => Number((await sql.unsafe(`SELECT count(*) AS c FROM ${table}`))[0]!.c);
+    let run: CliRun | undefined;
+    try {
+      run = await killRepeatedly(file, env, 5, count, n);
+      await flow.done;
+      await waitFor(async () => (await count()) >= n, 90_000, "every row in the table").catch((error) => {
+        console.log(logsOf(run!, 40));
+        throw error;
+      });
+      const rows = await sql.unsafe(`SELECT id, qty, label, doubled FROM ${table} ORDER BY id`);
+      expect(rows.length).toBe(n);
+      expect(rows.map((r) => Number(r.id))).toEqual([...Array(n).keys()]);
+      for (const r of rows) {
+        const i = Number(r.id);
+        expect([r.qty, r.label, r.doubled]).toEqual([i % 13, `r${i}`, (i % 13) * 2]);
+      }
+      // Stateless: a restarted member skips what fv_sink_offsets says the table holds, so no key is written twice.
+      expect(Number((await sql.unsafe(`SELECT count(*) AS c FROM ${table}_rewrites`))[0]!.c)).toBe(0);
+      await stopOrderly(run);
+      const offsets = await sql`SELECT partition, next_offset FROM fv_sink_offsets WHERE pipeline = ${name} AND topic = ${input} ORDER BY partition`;
+      expect(offsets.reduce((sum, o) => sum + Number(o.next_offset), 0)).toBe(n);
+      console.log(`postgres kill -9 x5: ${n} rows, 0 rewrites; offsets ${offsets.map((o) => `${o.partition}:${o.next_offset}`).join(" ")}`);
+    } finally {
+      flow.stop();
+    }
+  }, 300_000);
+
+  test("a row the database refuses is dead-lettered with the database's message; the others are written, and the stream goes on", async () => {
+    const name = uniqueName("pg-poison");
+    const [input, dlq] = [`${name}-in`, `${name}-dlq`];
+    const table = name.replace(/[^A-Za-z0-9_]/g, "_");
+    await createTopic(input, 2);
+    await sql.unsafe(`CREATE TABLE ${table} (id text PRIMARY KEY, price double precision CHECK (price >= 0), note text)`);
+    const file = pipelineFile({
+      name,
+      datasets: { orders: { topic: input, deadLetter: dlq }, prices: { sink: "postgres", url: PG_URL, table, key: "id" } },
+      transforms: [{ inputs: ["orders"], output: "prices", steps: [{ op: "select", columns: ["id", "price", "note"] }] }],
+    });
+    const rows = [
+      { id: "a", price: 1, note: "ok" },
+      { id: "b", price: -5, note: "refused: CHECK" },
+      { id: "c", price: "cheap", note: "refused: not a number" },
+      { id: "d", price: 4, note: "ok" },
+      { price: 9, note: "refused: no key" },
+    ];
+    await produce(rows.map((row, i) => ({ topic: input, key: `k${i}`, value: JSON.stringify(row) })));
+    const run = start(file);
+    const dead = collect(dlq);
+    try {
+      await waitFor(() => dead.records.length >= 3, 60_000, "three dead letters");
+      await waitFor(async () => (await sql.unsafe(`SELECT count(*) AS c FROM ${table}`))[0]!.c === "2", 30_000, "two rows in the table");
+      expect((await sql.unsafe(`SELECT id, price, note FROM ${table} ORDER BY id`)).map((r) => ({ ...r }))).toEqual([
+        { id: "a", price: 1, note: "ok" },
+        { id: "d", price: 4, note: "ok" },
+      ]);
+      const letters = dead.records.map((r) => ({ note: json(r).note, reason: header(r, "fv.error.reason"), message: header(r, "fv.error.message") }));
+      expect(letters.map((l) => l.note).sort()).toEqual(["refused: CHECK", "refused: no key", "refused: not a number"]);
+      for (const l of letters) expect(l.reason).toBe("sink_rejected");
+      expect(letters.find((l) => l.note === "refused: CHECK")!.message).toContain("violates check constraint");
+      expect(letters.find((l) => l.note === "refused: not a number")!.message).toContain("invalid input syntax for type double precision");
+      expect(letters.find((l) => l.note === "refused: no key")!.message).toContain('no value for key column "id"');
+      await stopOrderly(run);
+      const metrics = lastRecord(run.records)?.metrics;
+      expect(metrics?.poisonByReason).toEqual({ sink_rejected: 3 });
+      expect(metrics?.deadLettered).toBe(3);
+      expect(metrics?.sinkWritten).toBe(2);
+    } finally {
+      await dead.stop();
+    }
+  }, 120_000);
+
+  test("the database down: the stream waits and /readyz says why; back up, every row lands", async () => {
+    const home = mkdtempSync(join(tmpdir(), "fv-pg-"));
+    const port = 55_000 + Math.floor(Math.random() * 1000);
+    const server = (command: string) => execFileSync(join(ROOT, "scripts/postgres.sh"), [command], { env: { ...process.env, FV_POSTGRES_HOME: home, FV_POSTGRES_PORT: String(port) }, stdio: "inherit" });
+    server("up");
+    const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+    const own = postgres(url, { onnotice: () => {}, max: 1 });
+    const name = uniqueName("pg-down");
+    const input = `${name}-in`;
+    try {
+      await createTopic(input, 2);
+      const file = pipelineFile({
+        name,
+        datasets: { orders: { topic: input }, copy: { sink: "postgres", url, table: "copy", key: ["id"] } },
+        transforms: [{ inputs: ["orders"], output: "copy", steps: [{ op: "select", columns: ["id", "v"] }] }],
+      });
+      await produce(Array.from({ length: 500 }, (_, i) => ({ topic: input, key: `k${i}`, value: JSON.stringify({ id: i, v: i * 2 }) })));
+      const run = start(file);
+      const count = async () => Number((await own`SELECT count(*) AS c FROM copy`.catch(() => [{ c: 0 }]))[0]!.c);
+      await waitFor(async () => (await count()) === 500, 60_000, "the first 500 rows");
+      const admin = await adminUrlOf(run);
+      await own.end();
+      server("down");
+      await produce(Array.from({ length: 500 }, (_, i) => ({ topic: input, key: `k${i}`, value: JSON.stringify({ id: 500 + i, v: (500 + i) * 2 }) })));
+      let reason = "";
+      await waitFor(async () => {
+        const answer = await fetch(`${admin}/readyz`);
+        reason = ((await answer.json()) as { reason?: string }).reason ?? "";
+        return answer.status === 503 && reason.includes("sink");
+      }, 60_000, "/readyz 503 naming the sink");
+      expect(reason).toContain('sink "copy"');
+      expect(reason).toContain("unreachable");
+      server("up");
+      const back = postgres(url, { onnotice: () => {}, max: 1 });
+      try {
+        await waitFor(async () => Number((await back`SELECT count(*) AS c FROM copy`)[0]!.c) === 1000, 60_000, "all 1000 rows after the database came back");
+        const sum = Number((await back`SELECT sum(v) AS s FROM copy`)[0]!.s);
+        expect(sum).toBe([...Array(1000).keys()].reduce((a, i) => a + i * 2, 0));
+      } finally {
+        await back.end();
+      }
+      await waitFor(async () => (await fetch(`${admin}/readyz`)).status === 200, 30_000, "/readyz 200 again");
+      await stopOrderly(run);
+      expect(run.lines.some((l) => l.includes("answers again"))).toBe(true);
+    } finally {
+      await own.end().catch(() => {});
+      server("down");
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 180_000);
+});
+
+/** An HTTP service that records every row it is sent, by id. */
+async function startReceiver() {
+  const received: Array<{ id: number }> = [];
+  const counts = new Map<number, number>();
+  const server: Server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk) => (body += chunk));
+    req.on("end", () => {
+      if (req.url === "/refuse") {
+        res.writeHead(422, { "content-type": "text/plain" }).end("no thanks: amount too large");
+        return;
+      }
+      for (const row of JSON.parse(body) as Array<{ id: number }>) {
+        received.push(row);
+        counts.set(row.id, (counts.get(row.id) ?? 0) + 1);
+      }
+      res.writeHead(200).end("ok");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, received, counts, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+describe("http sink", () => {
+  test("kill -9 five times mid-stream: each id delivered once (the Deduplicator skips what was delivered)", async () => {
+    const receiver = await startReceiver();
+    const name = uniqueName("http-sink-kill");
+    const input = `${name}-in`;
+    const n = 12_000;
+    const stateDir = mkdtempSync(join(tmpdir(), "fv-http-sink-"));
+    try {
+      await createTopic(input, 4);
+      const file = pipelineFile({
+        name,
+        datasets: { orders: { topic: input }, hook: { sink: "http", url: `${receiver.url}/orders`, batch: 50 } },
+        transforms: [{ inputs: ["orders"], output: "hook", steps: [{ op: "filter", expression: "id >= 0" }] }],
+      });
+      const records = Array.from({ length: n }, (_, i) => ({ topic: input, key: `k${i % 97}`, value: JSON.stringify({ id: i, amount: i % 7 }) }));
+      const flow = keepProducing(records, 500, 150);
+      const env = { STREAM_INSTANCE_ID: name, STREAM_STATE_DIR: stateDir };
+      try {
+        const run = await killRepeatedly(file, env, 5, () => Promise.resolve(receiver.counts.size), n);
+        await flow.done;
+        await waitFor(() => receiver.counts.size >= n, 90_000, "every id delivered").catch((error) => {
+          console.log(logsOf(run, 40));
+          throw error;
+        });
+        await new Promise((r) => setTimeout(r, 1000));
+        const twice = [...receiver.counts].filter(([, c]) => c > 1).map(([id]) => id);
+        expect(twice).toEqual([]);
+        expect([...receiver.counts.keys()].sort((a, b) => a - b)).toEqual([...Array(n).keys()]);
+        await stopOrderly(run);
+        console.log(`http sink kill -9 x5: ${n} ids, ${receiver.received.length} deliveries; duplicates skipped by the last run: ${lastRecord(run.records)?.metrics?.sinkDuplicates}`);
+      } finally {
+        flow.stop();
+      }
+    } finally {
+      await receiver.close();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  }, 300_000);
+
+  test("a 4xx answer dead-letters the batch's rows with the status and body", async () => {
+    const receiver = await startReceiver();
+    const name = uniqueName("http-sink-refused");
+    const [input, dlq] = [`${name}-in`, `${name}-dlq`];
+    try {
+      await createTopic(input, 1);
+      const file = pipelineFile({
+        name,
+        datasets: { orders: { topic: input, deadLetter: dlq }, hook: { sink: "http", url: `${receiver.url}/refuse`, batch: 10 } },
+        transforms: [{ inputs: ["orders"], output: "hook", steps: [{ op: "select", columns: ["id"] }] }],
+      });
+      await produce(Array.from({ length: 25 }, (_, i) => ({ topic: input, key: null, value: JSON.stringify({ id: i }) })));
+      const run = start(file);
+      const dead = collect(dlq);
+      try {
+        await waitFor(() => dead.records.length >= 25, 60_000, "25 dead letters");
+        expect(dead.records.map((r) => json(r).id).sort((a, b) => a - b)).toEqual([...Array(25).keys()]);
+        expect(header(dead.records[0]!, "fv.error.message")).toContain("HTTP 422: no thanks: amount too large");
+        await stopOrderly(run);
+        expect(lastRecord(run.records)?.metrics?.poisonByReason).toEqual({ sink_rejected: 25 });
+      } finally {
+        await dead.stop();
+      }
+    } finally {
+      await receiver.close();
+    }
+  }, 120_000);
+});
