@@ -64,3 +64,35 @@ describe("the TOML host", () => {
     );
   });
 });
+
+describe("sink datasets in a pipeline file", () => {
+  const withDataset = (lines: string) => `name = "s"\n[datasets.out]\n${lines}\n[[transforms]]\ninputs = ["events"]\noutput = "out"\n[[transforms.steps]]\nop = "select"\ncolumns = ["id"]\n`;
+  const refusal = (lines: string) => {
+    try {
+      parsePipelineFile(withDataset(lines), "s.toml");
+    } catch (error) {
+      return (error as Error).message;
+    }
+    throw new Error("accepted");
+  };
+
+  test("postgres and http sinks resolve to their fields, with the defaults", async () => {
+    const host = (lines: string) => new TomlHost(parsePipelineFile(withDataset(lines), "s.toml"), { brokers: "b:9092", writeRecord: () => {} });
+    expect(await host('sink = "postgres"\nurl = "postgres://u@db:5432/app"\ntable = "app.totals"\nkey = "id"').resolveTopic("out")).toEqual({
+      apiName: "out", topic: "out", brokers: "b:9092", policy: { deadLetter: undefined }, source: "kafka", sink: "postgres",
+      sinkConfig: { kind: "postgres", url: "postgres://u@db:5432/app", table: "app.totals", key: ["id"] },
+    });
+    expect((await host('sink = "http"\nurl = "http://hooks:8080/in"\nheaders = { authorization = "Bearer ${TOKEN}" }').resolveTopic("out")).sinkConfig).toEqual({
+      kind: "http", url: "http://hooks:8080/in", method: "POST", headers: { authorization: "Bearer ${TOKEN}" }, batch: 100, timeoutMs: 10_000, id: "id",
+    });
+  });
+
+  test("a wrong or missing sink field is named", () => {
+    expect(refusal('sink = "mysql"')).toContain('sink must be "kafka", "postgres" or "http"');
+    expect(refusal('sink = "postgres"\nurl = "postgres://x/y"\nkey = ["id"]')).toContain('field "datasets.out.table"');
+    expect(refusal('sink = "postgres"\nurl = "mysql://x/y"\ntable = "t"\nkey = ["id"]')).toContain("must be a postgres:// URL");
+    expect(refusal('sink = "postgres"\nurl = "postgres://x/y"\ntable = "t"\nkey = []')).toContain("name at least one key column");
+    expect(refusal('sink = "http"\nurl = "http://x"\nbatch = 0')).toContain('field "datasets.out.batch"');
+    expect(refusal('sink = "http"\nurl = "http://x"\nbatchSize = 10')).toContain("batchSize");
+  });
+});
