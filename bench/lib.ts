@@ -1,5 +1,5 @@
 /** Shared pieces of the Kafka benchmarks: loading an input topic and timing the engine over it. */
-import { BuildSignal, type BuildRecord, type ControlPlane, parseSettings, runStream } from "../src/index.ts";
+import { BuildSignal, type BuildRecord, type ControlPlane, parseSettings, runStream, type TopicBinding } from "../src/index.ts";
 import { platformaticClient } from "../src/kafka/platformatic/index.ts";
 import type { OutboundRecord } from "../src/kafka/port.ts";
 
@@ -84,13 +84,15 @@ export async function runEngine(
   env: Record<string, string> = {},
   /** When the run counts as done; default: `n` records consumed. */
   done: (metrics: NonNullable<BuildRecord["metrics"]>) => boolean = (m) => m.consumed >= n,
+  /** The output dataset's binding instead of the topic `<name>-out` (a sink: `{ sink: "postgres", sinkConfig }`). */
+  output: Partial<TopicBinding> = {},
 ): Promise<EngineRun> {
   let first: { at: number; consumed: number } | undefined;
   let doneAt = 0;
   const started = performance.now();
   const host: ControlPlane = {
     topology: async () => ({ stages: [{ inputs: ["in"], output: "out", steps: steps as Array<{ op: string }> }] }),
-    resolveTopic: async (dataset) => ({ apiName: dataset, topic: dataset === "in" ? input : `${name}-out`, brokers: BROKERS, policy: {}, source: "kafka", sink: "kafka" }),
+    resolveTopic: async (dataset) => ({ apiName: dataset, topic: dataset === "in" ? input : `${name}-out`, brokers: BROKERS, policy: {}, source: "kafka", sink: "kafka", ...(dataset === "in" ? {} : output) }),
     heartbeat: async () => (doneAt ? BuildSignal.Stop : BuildSignal.Continue),
     putRecord: async (_id: string, record: BuildRecord) => {
       const consumed = record.metrics?.consumed ?? 0;
