@@ -33,7 +33,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     sinkConfig: { kind: "postgres", url: PG_URL, table, key: ["id"] },
   });
   pg.push(p.steady);
-  const [{ c }] = await sql.unsafe(`SELECT count(*) AS c FROM ${table}`);
+  const c = (await sql.unsafe(`SELECT count(*) AS c FROM ${table}`))[0]!.c;
   const commits = await sql`SELECT count(*) AS c FROM fv_sink_offsets WHERE pipeline = ${pipeline} AND topic = ${input}`;
   console.log(`round ${round}: kafka ${fmt(k.steady)} rows/s (${fmt(k.total)} from start), postgres ${fmt(p.steady)} rows/s (${fmt(p.total)} from start); table rows ${c}, offset rows ${commits[0]!.c}`);
   await sql.unsafe(`DROP TABLE ${table}`);

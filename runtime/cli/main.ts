@@ -16,7 +16,7 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import process from "node:process";
 import { computeConfig } from "./compute-config.ts";
-import { type BuildRecord, compileTopology, FvError, loadKafkaClient, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable, type StreamPlan } from "../../src/index.ts";
+import { type BuildRecord, compileTopology, FvError, loadKafkaClient, planKeying, type ControlPlane, type Logger, parseSettings, planStream, runStream, settingsTable, type StreamPlan, type TopicBinding } from "../../src/index.ts";
 import { HttpHost } from "../hosts/http-host.ts";
 import { parsePipelineFile, TomlHost } from "../hosts/toml-host.ts";
 import { loggerFromEnv, stderrRecordWriter } from "../logging.ts";
@@ -137,7 +137,7 @@ async function validate(source: Source, where: string, offline: boolean): Promis
   const stages = compileTopology(plan.topology).stages;
   process.stdout.write(`${where}: pipeline "${source.pipeline}" is valid: ${stages.length} stage(s)\n`);
   for (const stage of stages) {
-    const topics = (ds: string[]) => ds.map((d) => `${d} (topic ${plan.bindings[d]!.topic})`).join(", ");
+    const topics = (ds: string[]) => ds.map((d) => `${d} (${describeBinding(plan.bindings[d]!)})`).join(", ");
     process.stdout.write(`  stage ${stage.index + 1}: ${topics(stage.def.inputs)} → ${topics([stage.def.output])}: ${stage.steps.map((s) => s.op).join(" → ") || "pass-through"}\n`);
   }
   // Which stateful stages get a repartition hop, and why.
@@ -266,4 +266,11 @@ function keepRunningOnStrayRejections(log: Logger): void {
   } else {
     process.on("unhandledRejection", (reason) => log("error", `unhandled promise rejection (the stream goes on): ${describe(reason)}`));
   }
+}
+
+/** Where a dataset lives, for `validate`: its topic, or its sink. */
+function describeBinding(binding: TopicBinding): string {
+  const sink = binding.sinkConfig;
+  if (!sink) return `topic ${binding.topic}`;
+  return sink.kind === "postgres" ? `postgres sink: table ${sink.table}, key ${sink.key.join(", ")}` : `http sink: ${sink.method} ${sink.url}`;
 }

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import * as v from "valibot";
 import { FvError, type TopicBinding, type Topology } from "../../src/index.ts";
 import { parsePipelineFile, type PipelineFile } from "../hosts/toml-host.ts";
+import { type SinkConfig, sinkConfigOf, sinkFieldsSchema } from "../../src/sinks/config.ts";
 
 /** Pipelines and datasets, as the platform answers them. */
 export interface Catalog {
@@ -18,10 +19,13 @@ export interface Catalog {
   pipelines(): string[];
 }
 
-const datasetSchema = v.object({
+const brokersSchema = v.optional(v.pipe(v.string(), v.regex(/^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$/, "use host:port[,host:port]")));
+/** A dataset: a topic (and its brokers), or a sink with its fields (checked by `bindingOf`; docs/sinks.md). */
+const datasetSchema = v.looseObject({
   topic: v.optional(v.pipe(v.string(), v.minLength(1))),
-  brokers: v.optional(v.pipe(v.string(), v.regex(/^[^\s,:]+:\d+(,[^\s,:]+:\d+)*$/, "use host:port[,host:port]"))),
+  brokers: brokersSchema,
   policy: v.optional(v.object({ deadLetter: v.optional(v.pipe(v.string(), v.minLength(1))) })),
+  sink: v.optional(v.string()),
 });
 
 const storeSchema = v.object({
@@ -45,14 +49,31 @@ export function parsePlatformStore(raw: unknown, path: string): PlatformStore {
 type Dataset = v.InferOutput<typeof datasetSchema>;
 
 /** A dataset no catalog defines maps to a topic of its own name on the platform's brokers. */
-export const bindingOf = (name: string, entry: Dataset | undefined, brokers: string): TopicBinding => ({
-  apiName: name,
-  topic: entry?.topic ?? name,
-  brokers: entry?.brokers ?? brokers,
-  policy: entry?.policy?.deadLetter ? { deadLetter: entry.policy.deadLetter } : {},
-  source: "kafka",
-  sink: "kafka",
-});
+export const bindingOf = (name: string, entry: Dataset | undefined, brokers: string): TopicBinding => {
+  let sinkConfig: SinkConfig | undefined;
+  if (entry?.sink !== undefined && entry.sink !== "kafka") {
+    const { brokers: _brokers, ...fields } = entry;
+    const checked = v.safeParse(sinkFieldsSchema, fields);
+    if (!checked.success) throw new FvError("INVALID_SETTINGS", `dataset "${name}": field "${v.getDotPath(checked.issues[0]) ?? "sink"}": ${checked.issues[0].message}`);
+    sinkConfig = sinkConfigOf(checked.output);
+  }
+  return {
+    apiName: name,
+    topic: entry?.topic ?? name,
+    brokers: entry?.brokers ?? brokers,
+    policy: entry?.policy?.deadLetter ? { deadLetter: entry.policy.deadLetter } : {},
+    source: "kafka",
+    sink: sinkConfig?.kind ?? "kafka",
+    ...(sinkConfig ? { sinkConfig } : {}),
+  };
+};
+
+/** A binding as the platform answers it: a sink's fields beside the binding's, as in a pipeline file's dataset. */
+export function wireBinding({ sinkConfig, ...binding }: TopicBinding): Record<string, unknown> {
+  if (!sinkConfig) return binding;
+  const { kind: _kind, ...fields } = sinkConfig;
+  return { ...binding, ...fields };
+}
 
 export function storeCatalog(store: PlatformStore, brokers: string): Catalog {
   return {

@@ -16,7 +16,7 @@ import { Hono } from "hono";
 import * as v from "valibot";
 import { type BuildRecord, BuildSignal, FvError } from "../../src/index.ts";
 import { serveAdmin } from "../serve.ts";
-import { bindingOf, type Catalog, combinedCatalog, parsePlatformStore, type PlatformStore, storeCatalog, tomlFolderCatalog } from "./catalog.ts";
+import { bindingOf, type Catalog, wireBinding, combinedCatalog, parsePlatformStore, type PlatformStore, storeCatalog, tomlFolderCatalog } from "./catalog.ts";
 
 /** What the platform knows of one build. */
 export interface BuildEntry {
@@ -100,7 +100,7 @@ export function createPlatformApp(options: PlatformOptions): Hono {
 
   app.get("/datasets/:name", (c) => {
     const name = c.req.param("name");
-    return c.json(catalog.binding(name) ?? bindingOf(name, undefined, brokers));
+    return c.json(wireBinding(catalog.binding(name) ?? bindingOf(name, undefined, brokers)));
   });
 
   app.post("/builds/:id/heartbeat", (c) => {

@@ -146,7 +146,7 @@ describe("postgres sink", () => {
     try {
       await waitFor(() => dead.records.length >= 3, 60_000, "three dead letters");
       await waitFor(async () => (await sql.unsafe(`SELECT count(*) AS c FROM ${table}`))[0]!.c === "2", 30_000, "two rows in the table");
-      expect((await sql.unsafe(`SELECT id, price, note FROM ${table} ORDER BY id`)).map((r) => ({ ...r }))).toEqual([
+      expect((await sql.unsafe(`SELECT id, price, note FROM ${table} ORDER BY id`)).map((r) => ({ ...r }) as Record<string, unknown>)).toEqual([
         { id: "a", price: 1, note: "ok" },
         { id: "d", price: 4, note: "ok" },
       ]);

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parsePlatformStore } from "../../../runtime/platform/catalog.ts";
 import { createPlatformApp } from "../../../runtime/platform/server.ts";
+import { HttpHost } from "../../../runtime/hosts/http-host.ts";
 import { BUN, DENO, ROOT } from "../../helpers/cli.ts";
 
 const cleanups: Array<() => unknown> = [];
@@ -35,6 +36,17 @@ describe("the reference platform", () => {
       apiName: "in", topic: "in-v3", brokers: "k:9093", policy: { deadLetter: "in-dlq" }, source: "kafka", sink: "kafka",
     });
     expect(((await (await app.request("/pipelines")).json()) as { pipelines: string[] }).pipelines.sort()).toEqual(["demo", "stored"]);
+  });
+
+  test("a sink dataset is answered with its fields beside the binding's, and the HTTP host reads them back", async () => {
+    const dir = pipelineDir();
+    writeFileSync(join(dir, "sinks.toml"), `name = "sinks"\n[datasets.totals]\nsink = "postgres"\nurl = "postgres://postgres@db:5432/app"\ntable = "totals"\nkey = ["id"]\n[[transforms]]\ninputs = ["a"]\noutput = "totals"\n[[transforms.steps]]\nop = "select"\ncolumns = ["id"]\n`);
+    const app = createPlatformApp({ dir, brokers: "k:9092" });
+    expect(await (await app.request("/datasets/totals")).json()).toEqual({
+      apiName: "totals", topic: "totals", brokers: "k:9092", policy: {}, source: "kafka", sink: "postgres", url: "postgres://postgres@db:5432/app", table: "totals", key: ["id"],
+    });
+    const host = new HttpHost({ baseUrl: "http://platform", fetch: (request) => app.request(request) });
+    expect((await host.resolveTopic("totals")).sinkConfig).toEqual({ kind: "postgres", url: "postgres://postgres@db:5432/app", table: "totals", key: ["id"] });
   });
 
   test("a store with a bad dataset is refused naming the field", () => {
