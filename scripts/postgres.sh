@@ -22,6 +22,11 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [[ -n "${FV_POSTGRES_HOME:-}" ]]; then HOME_DIR="$(realpath -m "$FV_POSTGRES_HOME")"; else HOME_DIR="$REPO_ROOT/.postgres"; fi
+# As root the server runs as `postgres`, which must reach the folder: a checkout it cannot enter
+# (under /root, say) keeps the server's data in /var/tmp instead, one folder per checkout.
+if [[ "$(id -u)" = 0 ]] && id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$(dirname "$HOME_DIR")" 2>/dev/null; then
+  HOME_DIR="/var/tmp/fv-postgres-$(printf '%s' "$HOME_DIR" | cksum | cut -d' ' -f1)"
+fi
 DATA_DIR="$HOME_DIR/data"
 RUN_DIR="$HOME_DIR/run"
 LOG_FILE="$HOME_DIR/server.log"

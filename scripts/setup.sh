@@ -88,5 +88,9 @@ if [ ! -x .tools/bin/opa ] || [ "$(cat .tools/opa-version 2>/dev/null)" != "$OPA
   fi
 fi
 
-# 4. The broker (skipped when STREAM_BROKERS points elsewhere).
+# 4. PostgreSQL for the postgres sink (Debian's package, installed when missing): started on
+#    127.0.0.1:5432 unless one answers there already. Without it only postgres sinks cannot run.
+bash scripts/postgres.sh up >&2 || echo "setup: PostgreSQL did not start (see above): postgres sinks and their tests need it" >&2
+
+# 5. The broker (skipped when STREAM_BROKERS points elsewhere).
 bash scripts/kafka.sh up >&2
