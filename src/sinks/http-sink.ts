@@ -11,6 +11,7 @@ import type { Logger } from "../logger.ts";
 import type { AsyncStateStore } from "../state/async-store.ts";
 import { Deduplicator } from "../state/deduplicator.ts";
 import type { HttpSinkConfig } from "./config.ts";
+import { HttpConnection } from "./http-connection.ts";
 import { type Refused, type Sink, type SinkRow, type SinkWritten, sinkDeadLetter } from "./sink.ts";
 
 export interface HttpSinkOptions {
@@ -21,9 +22,9 @@ export interface HttpSinkOptions {
   /** Ids remembered per partition (default 65,536). */
   window?: number;
   log: Logger;
-  fetch?: typeof fetch;
 }
 
+const encoder = new TextEncoder();
 /** The most of a refusing answer's body a dead letter carries. */
 const BODY_BYTES = 500;
 
@@ -33,6 +34,7 @@ export class HttpSink implements Sink {
   readonly #config: HttpSinkConfig;
   readonly #options: HttpSinkOptions;
   readonly #dedup = new Map<number, Deduplicator>();
+  #connection: HttpConnection | undefined;
 
   constructor(config: HttpSinkConfig, options: HttpSinkOptions) {
     this.#config = config;
@@ -98,12 +100,11 @@ export class HttpSink implements Sink {
       }
       for (let i = 0; i < fresh.length; i += this.#config.batch) {
         const chunk = fresh.slice(i, i + this.#config.batch);
-        const answer = await this.#send(chunk.map((c) => c.row.row), chunk.map((c) => c.id));
+        const answer = await this.#send(chunk.map((c) => c.row.row), chunk.map((c) => c.id), dedup);
         if (answer.ok) {
-          // Durable before the next request: a crash after this line never sends these ids again.
-          await dedup.remember(chunk.map((c) => c.id));
           written += chunk.length;
         } else {
+          // Refused: handled (dead-lettered), and kept as remembered so a replay does not send them again.
           for (const c of chunk) refused.push({ row: c.row, reason: "sink_rejected", message: `${this.#where} refused the request: HTTP ${answer.status}: ${answer.body}` });
         }
       }
@@ -112,32 +113,43 @@ export class HttpSink implements Sink {
     return { written, duplicates, refused };
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.#connection?.close();
+  }
 
-  /** One request. 2xx: delivered; 408, 429, 5xx or no answer: SINK_UNAVAILABLE (retried); another 4xx: the rows are refused. */
-  async #send(rows: readonly unknown[], ids: readonly string[]): Promise<{ ok: true } | { ok: false; status: number; body: string }> {
-    const doFetch = this.#options.fetch ?? fetch;
-    let response: Response;
+  /**
+   * One request, its ids remembered just before it is written (see HttpConnection). 2xx:
+   * delivered; 408, 429, 5xx or no answer: the ids are taken back and SINK_UNAVAILABLE thrown
+   * (retried); another 4xx: the rows are refused.
+   */
+  async #send(rows: readonly unknown[], ids: readonly string[], dedup: Deduplicator): Promise<{ ok: true } | { ok: false; status: number; body: string }> {
+    this.#connection ??= new HttpConnection(this.#config.url);
+    const headers = { "content-type": "application/json", "idempotency-key": idempotencyKey(ids), ...this.#config.headers };
+    let remembered = false;
+    const rememberFirst = async () => {
+      try {
+        await dedup.remember(ids);
+      } catch (error) {
+        throw new FvError("STATE_STORE_FAILED", `${this.#where}: could not remember the ids of a request before sending it (${(error as Error).message}); check the state folder (STREAM_STATE_DIR)`, { cause: error });
+      }
+      remembered = true;
+    };
+    let answer;
     try {
-      response = await doFetch(this.#config.url, {
-        method: this.#config.method,
-        headers: { "content-type": "application/json", "idempotency-key": idempotencyKey(ids), ...this.#config.headers },
-        body: JSON.stringify(rows),
-        signal: AbortSignal.timeout(this.#config.timeoutMs),
-      });
+      answer = await this.#connection.request(this.#config.method, headers, encoder.encode(JSON.stringify(rows)), this.#config.timeoutMs, rememberFirst);
     } catch (error) {
+      if (error instanceof FvError) throw error;
+      if (remembered) await dedup.forget(ids);
       const why = (error as Error).name === "TimeoutError" ? `no answer within ${this.#config.timeoutMs} ms` : (error as Error).message;
       throw new FvError("SINK_UNAVAILABLE", `${this.#where} is unreachable: ${why}`, { cause: error, context: { sink: this.dataset } });
     }
-    const body = response.ok ? "" : (await response.text().catch(() => "")).slice(0, BODY_BYTES);
-    if (response.ok) {
-      await response.body?.cancel().catch(() => {});
-      return { ok: true };
+    if (answer.status >= 200 && answer.status < 300) return { ok: true };
+    const body = answer.body.slice(0, BODY_BYTES);
+    if (answer.status === 408 || answer.status === 429 || answer.status >= 500) {
+      await dedup.forget(ids);
+      throw new FvError("SINK_UNAVAILABLE", `${this.#where} answered HTTP ${answer.status}: ${body}`, { context: { sink: this.dataset, status: answer.status } });
     }
-    if (response.status === 408 || response.status === 429 || response.status >= 500) {
-      throw new FvError("SINK_UNAVAILABLE", `${this.#where} answered HTTP ${response.status}: ${body}`, { context: { sink: this.dataset, status: response.status } });
-    }
-    return { ok: false, status: response.status, body };
+    return { ok: false, status: answer.status, body };
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { backoffMs, delay } from "../async.ts";
 import { asFvError, FvError } from "../errors.ts";
-import type { CommitOffset, InboundRecord, OutboundRecord } from "../kafka/port.ts";
+import type { CommitOffset, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import type { Logger } from "../logger.ts";
 import { FileStateStore } from "../ops/file-state-store.ts";
 import { nodeFiles } from "../state/node-files.ts";
@@ -95,6 +95,24 @@ export class SinkSet {
     for (const { sink } of this.#entries.values()) if (sink instanceof HttpSink) sink.forgetAll();
   }
 
+  /**
+   * Partitions moved: rows buffered for revoked ones are dropped (their offsets are, and the new
+   * owner reads them again); the positions and Deduplicator windows of moved partitions are read
+   * again before their next row (another member may have written meanwhile).
+   */
+  assigned(assigned: readonly TopicPartition[], revoked: readonly TopicPartition[]): void {
+    for (const [dataset, entry] of this.#entries) {
+      const moved = [...assigned, ...revoked].filter((tp) => entry.inputs.has(tp.topic));
+      if (moved.length === 0) continue;
+      this.#positions.delete(dataset);
+      this.#known.delete(dataset);
+      if (entry.sink instanceof HttpSink) for (const { partition } of moved) entry.sink.forget(partition);
+      const gone = new Set(revoked.filter((tp) => entry.inputs.has(tp.topic)).map((tp) => tp.partition));
+      const rows = this.#buffer.get(dataset);
+      if (rows && gone.size > 0) this.#buffer.set(dataset, rows.filter((row) => !gone.has(row.partition)));
+    }
+  }
+
   /** Reads, before a batch, the positions of the sinks the batch's records may be skipped for. */
   async prepare(records: readonly InboundRecord[], stopping: () => boolean): Promise<void> {
     for (const [dataset, entry] of this.#entries) {
@@ -102,7 +120,7 @@ export class SinkSet {
       const read = this.#waiting(dataset, () => entry.sink.positions!(), stopping);
       this.#positions.set(dataset, read);
       read.catch(() => this.#positions.delete(dataset));
-      await read;
+      this.#known.set(dataset, await read);
     }
   }
 
@@ -169,7 +187,6 @@ export class SinkSet {
           delete this.#counters.sinksWaiting![dataset];
           this.#options.log("info", `sink "${dataset}" answers again: the stream goes on`);
         }
-        if (result instanceof Map) this.#known.set(dataset, result as Map<string, bigint>);
         return result;
       } catch (error) {
         const failure = asFvError(error);

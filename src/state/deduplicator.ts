@@ -84,6 +84,22 @@ export class Deduplicator {
     await this.#trim();
   }
 
+  /**
+   * Takes back ids remembered last (a delivery written ahead that then failed): they are new
+   * again. Only ids of the open segment can be taken back; durable once the promise resolves.
+   */
+  async forget(ids: readonly string[]): Promise<void> {
+    await this.#load();
+    const open = this.#segments.at(-1);
+    if (!open || ids.length === 0) return;
+    const gone = new Set(ids);
+    const kept = open.ids.filter((id) => !gone.has(id));
+    if (kept.length === open.ids.length) return;
+    open.ids = kept;
+    for (const id of gone) if (this.#seen.get(id) === open.seq) this.#seen.delete(id);
+    await this.store.put(this.#keyOf(open.seq), jsonBytes(open.ids));
+  }
+
   /** Forgets the process-local cache; the next call reads the durable window again. */
   reset(): void {
     this.#seen.clear();

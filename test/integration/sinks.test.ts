@@ -263,7 +263,9 @@ describe("http sink", () => {
         const run = await killRepeatedly(file, env, 5, () => Promise.resolve(receiver.counts.size), n);
         await flow.done;
         await waitFor(() => receiver.counts.size >= n, 90_000, "every id delivered").catch((error) => {
+          const missing = [...Array(n).keys()].filter((id) => !receiver.counts.has(id));
           console.log(logsOf(run, 40));
+          console.log(`delivered ${receiver.counts.size} of ${n}; missing ${missing.length}, from ${missing.slice(0, 20).join(",")}; last metrics ${JSON.stringify(lastRecord(run.records)?.metrics)}`);
           throw error;
         });
         await new Promise((r) => setTimeout(r, 1000));
