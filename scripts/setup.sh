@@ -92,5 +92,13 @@ fi
 #    127.0.0.1:5432 unless one answers there already. Without it only postgres sinks cannot run.
 bash scripts/postgres.sh up >&2 || echo "setup: PostgreSQL did not start (see above): postgres sinks and their tests need it" >&2
 
-# 5. The broker (skipped when STREAM_BROKERS points elsewhere).
+# 5. The S3-compatible server (SeaweedFS, scripts/s3.sh) for the S3 state store and its tests:
+#    built from its Go module into .tools/bin the first time (3 to 6 minutes; about a minute with
+#    Go's caches warm), then started on 127.0.0.1:8333 unless one answers there already. Only
+#    `npm test` (and FV_WITH_S3=1) asks for it: the stream itself never needs it.
+if [ "${npm_lifecycle_event:-}" = test ] || [ "${FV_WITH_S3:-}" = 1 ]; then
+  bash scripts/s3.sh up >&2 || echo "setup: the S3 server did not start (see above): the S3 state store and its tests need it" >&2
+fi
+
+# 6. The broker (skipped when STREAM_BROKERS points elsewhere).
 bash scripts/kafka.sh up >&2

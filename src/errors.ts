@@ -11,7 +11,7 @@ export const ErrorCodes = {
   INVALID_TOPOLOGY: "INVALID_TOPOLOGY",
   /** A STREAM_* setting or a host file is invalid. */
   INVALID_SETTINGS: "INVALID_SETTINGS",
-  /** The host (TOML file, HTTP platform) could not answer. */
+  /** The host (TOML file, HTTP platform), or a network store it points at (S3), could not answer: retry. */
   HOST_UNAVAILABLE: "HOST_UNAVAILABLE",
   /** A Kafka operation failed in a way a retry may fix. */
   KAFKA_RETRYABLE: "KAFKA_RETRYABLE",
@@ -23,7 +23,7 @@ export const ErrorCodes = {
   STATE_CORRUPTED: "STATE_CORRUPTED",
   /** A stateful task holds more live keys than STREAM_STATE_MAX_KEYS allows. */
   STATE_LIMIT: "STATE_LIMIT",
-  /** The local state store (STREAM_STATE_DIR) refused a write or could not be opened: disk full, read-only. */
+  /** A state store refused a write or could not be opened: the local one (STREAM_STATE_DIR: disk full, read-only), S3 (access denied), the http sink's window. */
   STATE_STORE_FAILED: "STATE_STORE_FAILED",
   /** STREAM_CHECKPOINT_MAX_FAILURES checkpoints failed in a row: the Checkpointer's circuit opened. */
   CHECKPOINT_CIRCUIT_OPEN: "CHECKPOINT_CIRCUIT_OPEN",
