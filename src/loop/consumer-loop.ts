@@ -279,6 +279,7 @@ export class ConsumerLoop {
       metrics: this.metrics,
       log: this.#log,
       timings: this.#timings,
+      onAssignment: (assigned, revoked) => this.#sinks?.assigned(assigned, revoked),
     });
     session.tasks.watches = this.watches;
     // What the last session buffered for the sinks was never committed: its records are read again.

@@ -30,6 +30,8 @@ export interface SessionDeps {
   metrics: MetricsRecorder;
   log: Logger;
   timings: LoopTimings;
+  /** Told each assignment change, after the session's own bookkeeping (the loop's sinks forget what moved). */
+  onAssignment?: (assigned: TopicPartition[], revoked: TopicPartition[]) => void;
 }
 
 const TIMED_OUT = Symbol("timed out");
@@ -192,6 +194,7 @@ export class Session {
         onAssignment: ({ assigned, revoked, owned }) => {
           this.rebalancing = false;
           this.#assigned(assigned, revoked);
+          deps.onAssignment?.(assigned, revoked);
           // Stateful tasks of partitions that moved away are forgotten; their new owner restores them.
           this.tasks.release(owned, revoked);
           this.standbys?.assigned(owned.map((tp) => tp.partition));

@@ -21,6 +21,8 @@ export interface TextFiles {
   listFiles?(directory: string): Promise<string[]>;
   /** Removes a file; one that does not exist is not an error. */
   removeFile?(path: string): Promise<void>;
+  /** For `appendNow`: appends to a file (created when missing) synchronously, in one write. */
+  appendBytesNow?(path: string, data: Uint8Array): void;
 }
 
 type ByteFiles = Required<Pick<TextFiles, "readBytes" | "writeBytes" | "listFiles" | "removeFile">>;
@@ -65,6 +67,13 @@ export class FileStateStore implements StateStore, AsyncStateStore {
     if (this.#files.rename === undefined) return await files.writeBytes(path, value);
     await files.writeBytes(`${path}.tmp`, value);
     await this.#files.rename(`${path}.tmp`, path);
+  }
+
+  /** Appends to a value, synchronously (when the files can: `appendBytesNow`, as `nodeFiles()` gives). */
+  get appendNow(): ((key: string, value: Uint8Array) => void) | undefined {
+    const { appendBytesNow } = this.#files;
+    if (!appendBytesNow) return undefined;
+    return (key, value) => appendBytesNow(this.pathOf(key, ".bin"), value);
   }
 
   async delete(key: string): Promise<void> {

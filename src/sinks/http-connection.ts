@@ -36,15 +36,15 @@ export class HttpConnection {
   }
 
   /**
-   * `method` with `body` and `headers`; `beforeWrite` runs once the connection is open, and the
-   * request is written as soon as it resolves (nothing else in between). Resolves with the
+   * `method` with `body` and `headers`; `beforeWrite` runs once the connection is open and the
+   * request's bytes are ready, and they are written as soon as it returns (in the same step when
+   * it is synchronous) or resolves. Resolves with the
    * answer; throws when no answer came within `timeoutMs` or the connection failed (the socket
    * is then closed, and the next request opens a new one).
    */
-  async request(method: string, headers: Record<string, string>, body: Uint8Array, timeoutMs: number, beforeWrite: () => Promise<void>): Promise<HttpAnswer> {
+  async request(method: string, headers: Record<string, string>, body: Uint8Array, timeoutMs: number, beforeWrite: () => void | Promise<void>): Promise<HttpAnswer> {
     const deadline = Date.now() + timeoutMs;
     const socket = await this.#open(timeoutMs);
-    await beforeWrite();
     const url = this.#url;
     const head = [
       `${method} ${url.pathname}${url.search} HTTP/1.1`,
@@ -59,6 +59,9 @@ export class HttpConnection {
     bytes.set(encoder.encode(head), 0);
     bytes.set(body, bytes.byteLength - body.byteLength);
     this.#buffer = new Uint8Array(0);
+    // A synchronous beforeWrite and the write are one step: nothing runs between them.
+    const before = beforeWrite();
+    if (before) await before;
     socket.write(bytes);
     try {
       return await this.#readAnswer(deadline);
@@ -83,7 +86,9 @@ export class HttpConnection {
     const socket: Socket = url.protocol === "https:" ? tlsConnect({ host, port, servername: host }) : tcpConnect({ host, port });
     this.#socket = socket;
     socket.setNoDelay?.(true);
+    // Events of a connection given up (closed after a timeout) no longer concern this one.
     socket.on("data", (chunk: Uint8Array) => {
+      if (this.#socket !== socket) return;
       const joined = new Uint8Array(this.#buffer.byteLength + chunk.byteLength);
       joined.set(this.#buffer, 0);
       joined.set(chunk, this.#buffer.byteLength);
@@ -91,10 +96,12 @@ export class HttpConnection {
       this.#wake();
     });
     socket.on("error", (error) => {
+      if (this.#socket !== socket) return;
       this.#failure = error;
       this.#wake();
     });
     socket.on("close", () => {
+      if (this.#socket !== socket) return;
       this.#failure ??= new Error("the service closed the connection");
       this.#wake();
     });

@@ -101,6 +101,7 @@ export class HttpSink implements Sink {
       for (let i = 0; i < fresh.length; i += this.#config.batch) {
         const chunk = fresh.slice(i, i + this.#config.batch);
         const answer = await this.#send(chunk.map((c) => c.row.row), chunk.map((c) => c.id), dedup);
+        this.#options.log("debug", `${this.#where}: partition ${partition}: ${chunk.length} rows (${chunk[0]!.id} … ${chunk.at(-1)!.id}) ${answer.ok ? "delivered" : `refused (HTTP ${answer.status})`}`);
         if (answer.ok) {
           written += chunk.length;
         } else {
@@ -126,14 +127,23 @@ export class HttpSink implements Sink {
     this.#connection ??= new HttpConnection(this.#config.url);
     const headers = { "content-type": "application/json", "idempotency-key": idempotencyKey(ids), ...this.#config.headers };
     let remembered = false;
-    const rememberFirst = async () => {
-      try {
-        await dedup.remember(ids);
-      } catch (error) {
-        throw new FvError("STATE_STORE_FAILED", `${this.#where}: could not remember the ids of a request before sending it (${(error as Error).message}); check the state folder (STREAM_STATE_DIR)`, { cause: error });
-      }
-      remembered = true;
-    };
+    const storeFailed = (error: unknown) =>
+      new FvError("STATE_STORE_FAILED", `${this.#where}: could not remember the ids of a request before sending it (${(error as Error).message}); check the state folder (STREAM_STATE_DIR)`, { cause: error });
+    // Durable the moment before the bytes go: synchronously when the store can (a file store), so
+    // nothing runs between the two; else as soon as the store's put resolves.
+    const rememberFirst = dedup.canRememberNow
+      ? () => {
+          try {
+            dedup.rememberNow(ids);
+          } catch (error) {
+            throw storeFailed(error);
+          }
+          remembered = true;
+        }
+      : async () => {
+          await dedup.remember(ids).catch((error) => Promise.reject(storeFailed(error)));
+          remembered = true;
+        };
     let answer;
     try {
       answer = await this.#connection.request(this.#config.method, headers, encoder.encode(JSON.stringify(rows)), this.#config.timeoutMs, rememberFirst);
@@ -143,6 +153,7 @@ export class HttpSink implements Sink {
       const why = (error as Error).name === "TimeoutError" ? `no answer within ${this.#config.timeoutMs} ms` : (error as Error).message;
       throw new FvError("SINK_UNAVAILABLE", `${this.#where} is unreachable: ${why}`, { cause: error, context: { sink: this.dataset } });
     }
+    await dedup.prune();
     if (answer.status >= 200 && answer.status < 300) return { ok: true };
     const body = answer.body.slice(0, BODY_BYTES);
     if (answer.status === 408 || answer.status === 429 || answer.status >= 500) {

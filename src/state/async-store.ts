@@ -20,6 +20,12 @@ export interface AsyncStateStore {
   delete(key: string): Promise<void>;
   /** Every key that starts with `prefix`, sorted. */
   list(prefix: string): Promise<string[]>;
+  /**
+   * Optional: appends `value` to the value under `key`, synchronously and in one write, for a
+   * caller that must act the moment it is durable, with nothing in between (the http sink writes
+   * its request right after; see docs/sinks.md). A file store has it; a network store cannot.
+   */
+  appendNow?(key: string, value: Uint8Array): void;
 }
 
 /**

@@ -5,6 +5,7 @@
  * const store = new FileStateStore("/var/lib/fv/checkpoints", nodeFiles());
  * await store.put("dedup/000001", bytes);
  */
+import { appendFileSync, mkdirSync } from "node:fs";
 import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { TextFiles } from "../ops/file-state-store.ts";
@@ -25,5 +26,9 @@ export function nodeFiles(): Required<TextFiles> {
     writeBytes: write,
     listFiles: (directory) => readdir(directory).catch((error) => (missing(error) ? [] : Promise.reject(error))),
     removeFile: (path) => rm(path, { force: true }),
+    appendBytesNow: (path, data) => {
+      mkdirSync(dirname(path), { recursive: true });
+      appendFileSync(path, data);
+    },
   };
 }

@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -258,14 +258,24 @@ describe("http sink", () => {
       });
       const records = Array.from({ length: n }, (_, i) => ({ topic: input, key: `k${i % 97}`, value: JSON.stringify({ id: i, amount: i % 7 }) }));
       const flow = keepProducing(records, 500, 150);
-      const env = { STREAM_INSTANCE_ID: name, STREAM_STATE_DIR: stateDir };
+      const env = { STREAM_INSTANCE_ID: name, STREAM_STATE_DIR: stateDir, STREAM_LOG_LEVEL: "debug" };
       try {
         const run = await killRepeatedly(file, env, 5, () => Promise.resolve(receiver.counts.size), n);
+        const allRuns = [...runs];
         await flow.done;
         await waitFor(() => receiver.counts.size >= n, 90_000, "every id delivered").catch((error) => {
           const missing = [...Array(n).keys()].filter((id) => !receiver.counts.has(id));
           console.log(logsOf(run, 40));
           console.log(`delivered ${receiver.counts.size} of ${n}; missing ${missing.length}, from ${missing.slice(0, 20).join(",")}; last metrics ${JSON.stringify(lastRecord(run.records)?.metrics)}`);
+          const dir = join(stateDir, "sinks", "hook");
+          for (const file of readdirSync(dir).filter((f) => f.endsWith(".bin"))) {
+            const ids = readFileSync(join(dir, file), "utf8").split("\n").filter(Boolean).map((line) => JSON.parse(line) as string);
+            const held = missing.filter((id) => ids.includes(String(id)));
+            if (held.length) console.log(`window ${decodeURIComponent(file)} holds ${held.length} missing ids (${ids.length} in all, last ${ids.slice(-3).join(",")})`);
+          }
+          const dump = mkdtempSync(join(tmpdir(), "fv-http-sink-kill-"));
+          for (const [i, r] of allRuns.entries()) writeFileSync(join(dump, `run-${i}.log`), r.lines.join("\n"));
+          console.log(`every run's output: ${dump}`);
           throw error;
         });
         await new Promise((r) => setTimeout(r, 1000));

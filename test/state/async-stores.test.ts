@@ -3,7 +3,7 @@
  * durable window over any AsyncStateStore, and StoreCheckpointer's order (snapshot, then cursor).
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FvError } from "../../src/errors.ts";
@@ -103,7 +103,7 @@ describe("Deduplicator", () => {
     const dedup = new Deduplicator(store, "w").withWindow(16); // segments of 2 ids
     for (let i = 0; i < 40; i++) await dedup.remember([`id${i}`]);
     const segments = await store.list("w/");
-    const held = segments.flatMap((k) => JSON.parse(text(store.data.get(k))!) as string[]);
+    const held = segments.flatMap((k) => text(store.data.get(k))!.split("\n").filter(Boolean).map((line) => JSON.parse(line) as string));
     // At least the last 16 ids, and less than a segment more.
     expect(held.length).toBeGreaterThanOrEqual(16);
     expect(held.length).toBeLessThan(16 + 2);
@@ -124,6 +124,32 @@ describe("Deduplicator", () => {
     await dedup.remember(Array.from({ length: 50 }, (_, i) => `y${i}`));
     await dedup.remember(["z"]);
     expect(store.calls.filter((c) => c.startsWith("put"))).toEqual(["put n/000000000001", "put n/000000000001", "put n/000000000002"]);
+  });
+
+  test("rememberNow (a file store) appends, durable when it returns; forget takes ids back; a torn last line is left out; a store without appendNow cannot", async () => {
+    const dir = tempDir();
+    const store = new FileStateStore(join(dir, "w"), nodeFiles());
+    const dedup = new Deduplicator(store, "sink/p0");
+    expect(dedup.canRememberNow).toBe(false); // the window is not read yet
+    expect(await dedup.isNew("a")).toBe(true);
+    expect(dedup.canRememberNow).toBe(true);
+    dedup.rememberNow(["a", "b"]);
+    // Synchronously on disk: a second reader (a restart) sees them at once.
+    expect(await new Deduplicator(store, "sink/p0").isNew("a")).toBe(false);
+    dedup.rememberNow(["c\nd"]);
+    expect(readFileSync(join(dir, "w", "sink%2Fp0%2F000000000001.bin"), "utf8")).toBe('"a"\n"b"\n"c\\nd"\n');
+    await dedup.forget(["b"]);
+    expect(await dedup.isNew("b")).toBe(true);
+    expect(await new Deduplicator(store, "sink/p0").isNew("b")).toBe(true);
+    expect(await new Deduplicator(store, "sink/p0").isNew("c\nd")).toBe(false);
+    // A write cut short leaves a last line without its break: the ids before it still count.
+    appendFileSync(join(dir, "w", "sink%2Fp0%2F000000000001.bin"), '"e');
+    const after = new Deduplicator(store, "sink/p0");
+    expect([await after.isNew("a"), await after.isNew("e")]).toEqual([false, true]);
+    const remote = new Deduplicator(memoryStore(), "n");
+    await remote.isNew("x");
+    expect(remote.canRememberNow).toBe(false);
+    expect(() => remote.rememberNow(["x"])).toThrow("rememberNow needs a store with appendNow");
   });
 
   test("a window that is not a whole number above 0 is refused", () => {
