@@ -1,7 +1,7 @@
 import { SerialQueue } from "../async.ts";
 import { asFvError, FvError, recoveryOf } from "../errors.ts";
 import type { CommitOffset, OutboundRecord, Written } from "../kafka/port.ts";
-import type { SinkBatch, SinkSet } from "../sinks/sink-set.ts";
+import type { SinkBatch, SinkSet } from "./sink-set.ts";
 import { PartitionSet } from "../kafka/topic-partition.ts";
 import type { MetricsRecorder } from "../metrics/index.ts";
 import type { Checkpointer, CheckpointStep } from "../state/checkpointer.ts";

@@ -17,7 +17,7 @@ import { answerQuery, type StateAnswer, type StateQuery, StateWatches } from "./
 import type { UpstreamHop } from "./repartition.ts";
 import type { StandbyPartition } from "./standby-tasks.ts";
 import { Session, stateDirOf } from "./session.ts";
-import { SinkSet } from "../sinks/sink-set.ts";
+import { SinkSet } from "./sink-set.ts";
 import { GLOBAL_REFRESH_MS, GlobalTableReader } from "./global-tables.ts";
 import type { CompiledTableJoin } from "../ops/table-join.ts";
 import { countEmissions, type Emissions, routesOf, StageRunner } from "./stage-runner.ts";

@@ -1,5 +1,4 @@
 import { FvError } from "../errors.ts";
-import type { AsyncStateStore } from "../state/async-store.ts";
 import type { OperatorSnapshot } from "./operator.ts";
 import type { StateStore } from "./state-store.ts";
 import { nonJsonPath } from "./state-values.ts";
@@ -30,7 +29,8 @@ type ByteFiles = Required<Pick<TextFiles, "readBytes" | "writeBytes" | "listFile
 /**
  * Snapshots as JSON files, one per key, in one directory: `<directory>/<encoded key>.json`.
  * Keys are percent-encoded, so any key is a safe file name. It is also an `AsyncStateStore`
- * (values as `<encoded key>.bin`) when the host's files can read bytes, list and remove
+ * (src/state/async-store.ts; by its shape: get, put, delete, list, appendNow; values as
+ * `<encoded key>.bin`) when the host's files can read bytes, list and remove
  * (`nodeFiles()` in src/state/node-files.ts does all of it).
  *
  * @example
@@ -42,7 +42,7 @@ type ByteFiles = Required<Pick<TextFiles, "readBytes" | "writeBytes" | "listFile
  * });
  * await store.save("sma/partition-0", op.snapshot());
  */
-export class FileStateStore implements StateStore, AsyncStateStore {
+export class FileStateStore implements StateStore {
   readonly #directory: string;
   readonly #files: TextFiles;
 

@@ -1,5 +1,4 @@
 import { FvError, recoveryOf } from "../errors.ts";
-import type { Metrics } from "../metrics/metrics.ts";
 import type { OperatorSnapshot } from "../ops/operator.ts";
 import { nonJsonPath } from "../ops/state-values.ts";
 import { type AsyncCursorStore, type AsyncStateStore, type Cursor, jsonBytes, parseJsonBytes } from "./async-store.ts";
@@ -81,13 +80,19 @@ export class Checkpointer {
  * await checkpoints.commit("prices/sma/0", op.snapshot(), { "prices/0": "1042" });
  * const saved = await checkpoints.restore("prices/sma/0"); // { snapshot, cursor } or undefined
  */
+/** The Metrics events a StoreCheckpointer fires (the engine's `Metrics` has them). */
+export interface CheckpointMetrics {
+  checkpointCommitted(durationMs: number): void;
+  checkpointFailed(kind: "timeout" | "error"): void;
+}
+
 export class StoreCheckpointer {
   readonly #checkpointer: Checkpointer;
   readonly #state: AsyncStateStore;
   readonly #cursors: AsyncCursorStore;
-  readonly #metrics: Pick<Metrics, "checkpointCommitted" | "checkpointFailed"> | undefined;
+  readonly #metrics: CheckpointMetrics | undefined;
 
-  constructor(state: AsyncStateStore, cursors: AsyncCursorStore, options: CheckpointerOptions & { metrics?: Pick<Metrics, "checkpointCommitted" | "checkpointFailed"> }) {
+  constructor(state: AsyncStateStore, cursors: AsyncCursorStore, options: CheckpointerOptions & { metrics?: CheckpointMetrics }) {
     this.#checkpointer = new Checkpointer(options);
     this.#state = state;
     this.#cursors = cursors;

@@ -45,7 +45,7 @@ describe("the reference platform", () => {
     expect(await (await app.request("/datasets/totals")).json()).toEqual({
       apiName: "totals", topic: "totals", brokers: "k:9092", policy: {}, source: "kafka", sink: "postgres", url: "postgres://postgres@db:5432/app", table: "totals", key: ["id"],
     });
-    const host = new HttpHost({ baseUrl: "http://platform", fetch: (request) => app.request(request) });
+    const host = new HttpHost({ baseUrl: "http://platform", fetch: async (request) => await app.request(request) });
     expect((await host.resolveTopic("totals")).sinkConfig).toEqual({ kind: "postgres", url: "postgres://postgres@db:5432/app", table: "totals", key: ["id"] });
   });
 

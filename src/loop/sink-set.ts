@@ -11,10 +11,10 @@ import { FileStateStore } from "../ops/file-state-store.ts";
 import { nodeFiles } from "../state/node-files.ts";
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import type { BuildMetrics, TopicBinding } from "../control/types.ts";
-import { withEnvironment } from "./config.ts";
-import { HttpSink } from "./http-sink.ts";
-import { PostgresSink } from "./postgres-sink.ts";
-import type { Sink, SinkRow } from "./sink.ts";
+import { withEnvironment } from "../sinks/config.ts";
+import { HttpSink } from "../sinks/http-sink.ts";
+import { PostgresSink } from "../sinks/postgres-sink.ts";
+import type { Sink, SinkRow } from "../sinks/sink.ts";
 
 export interface SinkSetOptions {
   pipeline: string;
