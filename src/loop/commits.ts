@@ -63,6 +63,7 @@ export class Commits {
       // reads faster than its changelog is written (a stateful stage creating a key per row) kept
       // the CPU, its checkpoints queued without end, and each ran past its deadline.
       if (this.#chained > 0) await this.#chain.run(async () => {});
+      if (session.checkpointFailed) throw session.backgroundError ?? new FvError("KAFKA_RETRYABLE", "the last checkpoint failed");
       await this.atLeastOnce(session, { flush });
       return true;
     } finally {
@@ -115,7 +116,7 @@ export class Commits {
         // The sinks first (their own transaction, with these offsets): if the Kafka commit then
         // fails, a stateless stage skips what the sink holds, and a stateful one writes the same
         // upserts again.
-        ...this.#sinkStep(sinkRows, sent, (records) => tx.send(records).then(() => {})),
+        ...this.#sinkStep(session, sinkRows, sent, (records) => tx.send(records).then(() => {})),
         { name: "state", run: async () => void (written = await tx.send(changelog)) },
         // On behalf of the member that read this work: the broker refuses it if the group moved on.
         { name: "offsets", run: () => tx.sendOffsets(group, sent) },
@@ -151,6 +152,9 @@ export class Commits {
     const sinkRows = this.#deps.sinks?.take();
     this.#chained++;
     const written = this.#chain.run(async () => {
+      // A checkpoint before this one failed: its records were not committed, so nothing after
+      // them may be (its offsets would cover them). The session ends on that failure.
+      if (session.checkpointFailed) return;
       // A partition revoked since (a member that lost its membership: a rebalance hook flushes
       // first) is left to its new owner.
       const owned = new PartitionSet(session.consumer.owned());
@@ -161,12 +165,17 @@ export class Commits {
         await this.#checkpoint([
           { name: "state", run: async () => void (written = await session.collector.send(changelog)) },
           // The rows into the sinks, with the offsets they cover (Postgres: in one SQL transaction), then Kafka's.
-          ...this.#sinkStep(sinkRows, offsets, (records) => session.collector.send(records).then(() => {})),
+          ...this.#sinkStep(session, sinkRows, offsets, (records) => session.collector.send(records).then(() => {})),
           { name: "offsets", run: () => session.consumer.commit(offsets) },
         ]);
       } catch (error) {
         // Rows taken for a sink cannot be put back either: the offsets must not go without them.
-        this.#commitFailed(session, offsets, changelog.length > 0 || (sinkRows?.size ?? 0) > 0, error);
+        try {
+          this.#commitFailed(session, offsets, changelog.length > 0 || (sinkRows?.size ?? 0) > 0, error);
+        } catch (fatal) {
+          session.checkpointFailed = true;
+          throw fatal;
+        }
         return;
       }
       session.tasks.persist(changelog, written);
@@ -180,10 +189,11 @@ export class Commits {
   }
 
   /** The sinks' step of a checkpoint, when the loop has sinks: no deadline (an unreachable sink is waited for, until a stop). */
-  #sinkStep(rows: SinkBatch | undefined, offsets: CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): CheckpointStep[] {
+  #sinkStep(session: Session, rows: SinkBatch | undefined, offsets: CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): CheckpointStep[] {
     const { sinks, stopping } = this.#deps;
     if (!sinks || !rows) return [];
-    return [{ name: "sinks", deadlineMs: Infinity, run: () => sinks.write(rows, offsets, deadLetter, stopping ?? (() => false)) }];
+    const owned = () => new PartitionSet(session.consumer.owned());
+    return [{ name: "sinks", deadlineMs: Infinity, run: () => sinks.write(rows, offsets, deadLetter, stopping ?? (() => false), owned) }];
   }
 
   /** Runs a checkpoint's steps through the Checkpointer, with its metric events and counters. */

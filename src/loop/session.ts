@@ -106,6 +106,8 @@ export class Session {
   polling = false;
   /** Batches processed (a failed session that made progress resets the restart count). */
   batches = 0;
+  /** An at-least-once checkpoint failed (and was not put back): no later one may commit. */
+  checkpointFailed = false;
   /** A commit or a transactional send that was not awaited failed: the poll loop throws it. */
   backgroundError: FvError | undefined;
   /** Aborted when the session closes: work it started in the background stops. */

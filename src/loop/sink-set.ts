@@ -6,6 +6,7 @@
 import { backoffMs, delay } from "../async.ts";
 import { asFvError, FvError } from "../errors.ts";
 import type { CommitOffset, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
+import { PartitionSet } from "../kafka/topic-partition.ts";
 import type { Logger } from "../logger.ts";
 import { FileStateStore } from "../ops/file-state-store.ts";
 import { nodeFiles } from "../state/node-files.ts";
@@ -22,6 +23,11 @@ export interface SinkSetOptions {
   /** Where the http sinks keep their windows of delivered ids (the state folder). */
   stateDir: string;
   env: Record<string, string | undefined>;
+  /**
+   * STREAM_EXACTLY_ONCE: the sink commits before the Kafka transaction, which may then abort and
+   * take the stage's dead letters with it; so no record is skipped (the upserts are written again).
+   */
+  exactlyOnce: boolean;
   log: Logger;
   /** Backoff while a sink is unreachable (ms, doubling up to `maxMs`). */
   retry?: { firstMs: number; maxMs: number };
@@ -41,6 +47,16 @@ export type SinkCounters = Pick<BuildMetrics, "poison" | "poisonByReason" | "dea
 /** Rows taken for one checkpoint, by sink. */
 export type SinkBatch = Map<string, SinkRow[]>;
 
+/**
+ * Whether `row` belongs to a partition `test` accepts: its source record's topic and partition,
+ * or, for a row a timer fired (no source record), the partition of any of the sink's inputs.
+ */
+function rowOf(entry: Entry, row: SinkRow, test: (tp: TopicPartition) => boolean): boolean {
+  if (row.source) return test(row.source);
+  for (const topic of entry.inputs) if (test({ topic, partition: row.partition })) return true;
+  return false;
+}
+
 export class SinkSet {
   readonly #entries = new Map<string, Entry>();
   readonly #options: SinkSetOptions;
@@ -51,6 +67,8 @@ export class SinkSet {
   #known = new Map<string, Map<string, bigint>>();
   /** The loop's counters: sinkWritten, sinkDuplicates, sinksWaiting (the build record; `/readyz` reads the last), poison. */
   readonly #counters: SinkCounters;
+  /** Closed with the loop: a write still waiting for its sink gives up. */
+  #closed = false;
 
   constructor(stages: readonly CompiledStage[], options: SinkSetOptions, counters: SinkCounters) {
     this.#options = options;
@@ -75,7 +93,7 @@ export class SinkSet {
         void sink.close();
         continue;
       }
-      this.#entries.set(dataset, { sink, inputs, skipWritten: !stage.operator && sink.positions !== undefined });
+      this.#entries.set(dataset, { sink, inputs, skipWritten: !stage.operator && !options.exactlyOnce && sink.positions !== undefined });
     }
   }
 
@@ -107,9 +125,9 @@ export class SinkSet {
       this.#positions.delete(dataset);
       this.#known.delete(dataset);
       if (entry.sink instanceof HttpSink) for (const { partition } of moved) entry.sink.forget(partition);
-      const gone = new Set(revoked.filter((tp) => entry.inputs.has(tp.topic)).map((tp) => tp.partition));
+      const gone = new PartitionSet(revoked);
       const rows = this.#buffer.get(dataset);
-      if (rows && gone.size > 0) this.#buffer.set(dataset, rows.filter((row) => !gone.has(row.partition)));
+      if (rows && gone.size > 0) this.#buffer.set(dataset, rows.filter((row) => !rowOf(entry, row, (tp) => gone.has(tp))));
     }
   }
 
@@ -132,12 +150,14 @@ export class SinkSet {
     return next !== undefined && record.offset < next;
   }
 
-  /** Rows of a batch, kept until the next checkpoint. */
-  add(rows: Map<string, SinkRow[]>): void {
+  /** Rows of a batch, kept until the next checkpoint; rows of partitions revoked while it ran are not (their new owner reads them). */
+  add(rows: Map<string, SinkRow[]>, revoked: { readonly size: number; has(tp: TopicPartition): boolean }): void {
     for (const [dataset, list] of rows) {
+      const entry = this.#entries.get(dataset)!;
+      const kept = revoked.size > 0 ? list.filter((row) => !rowOf(entry, row, (tp) => revoked.has(tp))) : list;
       const buffered = this.#buffer.get(dataset);
-      if (buffered) for (const row of list) buffered.push(row);
-      else this.#buffer.set(dataset, list);
+      if (buffered) for (const row of kept) buffered.push(row);
+      else this.#buffer.set(dataset, kept);
     }
   }
 
@@ -152,15 +172,22 @@ export class SinkSet {
    * Writes a checkpoint's rows into each sink, with the offsets of that sink's inputs; waits out
    * an unreachable sink (backoff, `status.waiting` says why) until it answers or the loop stops.
    */
-  async write(batch: SinkBatch, offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, stopping: () => boolean): Promise<void> {
+  async write(batch: SinkBatch, offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, stopping: () => boolean, owned: () => { has(tp: TopicPartition): boolean }): Promise<void> {
     const counters = this.#counters;
     for (const [dataset, entry] of this.#entries) {
-      const rows = batch.get(dataset) ?? [];
-      const covered = offsets.filter((o) => entry.inputs.has(o.topic));
-      if (rows.length === 0 && covered.length === 0) continue;
+      const all = batch.get(dataset) ?? [];
+      const allCovered = offsets.filter((o) => entry.inputs.has(o.topic));
+      if (all.length === 0 && allCovered.length === 0) continue;
       let deadLettered = 0;
-      const send = (records: OutboundRecord[]) => ((deadLettered = records.length), deadLetter(records));
-      const result = await this.#waiting(dataset, () => entry.sink.write(rows, covered, send), stopping);
+      const send = (records: OutboundRecord[]) => ((deadLettered += records.length), deadLetter(records));
+      // Each attempt writes only what this member still owns: a partition revoked while the sink
+      // was waited for is its new owner's (it reads those records again from the last commit).
+      const attempt = () => {
+        const mine = owned();
+        const rows = all.filter((row) => rowOf(entry, row, (tp) => mine.has(tp)));
+        return entry.sink.write(rows, allCovered.filter((o) => mine.has(o)), send);
+      };
+      const result = await this.#waiting(dataset, attempt, stopping);
       counters.sinkWritten! += result.written;
       counters.sinkDuplicates! += result.duplicates;
       // A refused row is poison like any: counted by reason, dead-lettered when its input has a topic for it.
@@ -169,11 +196,12 @@ export class SinkSet {
       counters.deadLettered += deadLettered;
       // What the sink holds now, for a session that goes on reading (e.g. after a rebalance that kept the partition).
       const known = this.#known.get(dataset);
-      if (known) for (const o of covered) known.set(`${o.topic}:${o.partition}`, o.offset);
+      if (known) for (const o of allCovered) known.set(`${o.topic}:${o.partition}`, o.offset);
     }
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
     await Promise.all([...this.#entries.values()].map(({ sink }) => sink.close()));
   }
 
@@ -193,10 +221,11 @@ export class SinkSet {
         if (failure.code !== "SINK_UNAVAILABLE") throw failure;
         if (this.#counters.sinksWaiting![dataset] === undefined) this.#options.log("warn", `${failure.message}; the stream waits and retries (/readyz answers 503 meanwhile)`);
         this.#counters.sinksWaiting![dataset] = failure.message;
-        if (stopping()) throw new FvError("SINK_UNAVAILABLE", `stopping while ${failure.message}: the rows of the last checkpoint are read again by the next run`, { cause: failure });
+        const giveUp = () => stopping() || this.#closed;
+        if (giveUp()) throw new FvError("SINK_UNAVAILABLE", `stopping while ${failure.message}: the rows of the last checkpoint are read again by the next run`, { cause: failure });
         // In short steps, so a stop does not wait out a long backoff.
         const until = Date.now() + backoffMs(attempt, backoff);
-        while (Date.now() < until && !stopping()) await delay(Math.min(250, until - Date.now()));
+        while (Date.now() < until && !giveUp()) await delay(Math.min(250, until - Date.now()));
       }
     }
   }

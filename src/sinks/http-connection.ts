@@ -134,14 +134,21 @@ export class HttpConnection {
   }
 
   async #readAnswer(deadline: number): Promise<HttpAnswer> {
-    // Status line and headers.
-    let end: number;
-    while ((end = indexOf(this.#buffer, "\r\n\r\n")) < 0) await this.#more(deadline);
-    const lines = decoder.decode(this.#buffer.subarray(0, end)).split("\r\n");
-    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? "")?.[1]);
-    if (!Number.isInteger(status)) throw new Error(`the service answered something that is not HTTP/1.1: ${JSON.stringify(lines[0]?.slice(0, 80))}`);
-    const headers = new Map(lines.slice(1).map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
-    this.#buffer = this.#buffer.subarray(end + 4);
+    // Status line and headers; interim answers (100 Continue, 103 Early Hints) are skipped.
+    let status: number;
+    let headers: Map<string, string>;
+    let version: string;
+    do {
+      let end: number;
+      while ((end = indexOf(this.#buffer, "\r\n\r\n")) < 0) await this.#more(deadline);
+      const lines = decoder.decode(this.#buffer.subarray(0, end)).split("\r\n");
+      const statusLine = /^HTTP\/(1\.[01]) (\d{3})/.exec(lines[0] ?? "");
+      if (!statusLine) throw new Error(`the service answered something that is not HTTP/1.1: ${JSON.stringify(lines[0]?.slice(0, 80))}`);
+      version = statusLine[1]!;
+      status = Number(statusLine[2]);
+      headers = new Map(lines.slice(1).map((l) => [l.slice(0, l.indexOf(":")).trim().toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+      this.#buffer = this.#buffer.subarray(end + 4);
+    } while (status >= 100 && status < 200);
     let body: Uint8Array;
     if (/\bchunked\b/i.test(headers.get("transfer-encoding") ?? "")) {
       body = await this.#chunked(deadline);
@@ -150,15 +157,24 @@ export class HttpConnection {
       while (this.#buffer.byteLength < length) await this.#more(deadline);
       body = this.#buffer.subarray(0, length);
       this.#buffer = this.#buffer.subarray(length);
-    } else if (status === 204 || status === 304 || (status >= 100 && status < 200)) {
+    } else if (status === 204 || status === 304) {
       body = new Uint8Array(0);
     } else {
-      // Delimited by the connection's end.
-      while (this.#failure === undefined) await this.#more(deadline).catch(() => {});
+      // Delimited by the connection's end (a timeout ends the request, as anywhere else).
+      while (this.#failure === undefined) {
+        try {
+          await this.#more(deadline);
+        } catch (error) {
+          if (this.#failure) break; // the connection's end: the body is complete
+          throw error;
+        }
+      }
       body = this.#buffer;
       this.close();
     }
-    if (/\bclose\b/i.test(headers.get("connection") ?? "")) this.close();
+    // HTTP/1.0 closes unless told to keep alive; 1.1 keeps alive unless told to close.
+    const connection = headers.get("connection") ?? "";
+    if (/\bclose\b/i.test(connection) || (version === "1.0" && !/\bkeep-alive\b/i.test(connection))) this.close();
     return { status, body: decoder.decode(body.subarray(0, BODY_LIMIT)) };
   }
 

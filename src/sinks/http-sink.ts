@@ -1,7 +1,8 @@
 /**
  * `sink = "http"`: each checkpoint's rows sent as JSON arrays of up to `batch` rows, and each
- * row's id delivered once through a Deduplicator: at-least-once delivery (a replay after a crash
- * sends its rows again) made effectively exactly-once by skipping the ids already delivered.
+ * row's id delivered once through a Deduplicator: a replay after a crash skips the ids already
+ * sent. A request's ids are remembered in the same step as its bytes are written (see #send and
+ * docs/sinks.md for what that leaves).
  * One Deduplicator per input partition (namespace `<pipeline>/<dataset>/p<partition>`), written
  * only by the partition's owner, in any AsyncStateStore (by default files under the state folder).
  */
@@ -84,6 +85,7 @@ export class HttpSink implements Sink {
       list.push(row);
       byPartition.set(row.partition, list);
     }
+    await this.#deadLetter(refused, deadLetter);
     for (const [partition, list] of byPartition) {
       const dedup = this.dedupOf(partition);
       // Delivered before (a replay), or twice in this checkpoint: once.
@@ -104,18 +106,25 @@ export class HttpSink implements Sink {
         this.#options.log("debug", `${this.#where}: partition ${partition}: ${chunk.length} rows (${chunk[0]!.id} … ${chunk.at(-1)!.id}) ${answer.ok ? "delivered" : `refused (HTTP ${answer.status})`}`);
         if (answer.ok) {
           written += chunk.length;
-        } else {
-          // Refused: handled (dead-lettered), and kept as remembered so a replay does not send them again.
-          for (const c of chunk) refused.push({ row: c.row, reason: "sink_rejected", message: `${this.#where} refused the request: HTTP ${answer.status}: ${answer.body}` });
+          continue;
         }
+        // Refused: not delivered, so not remembered, and dead-lettered now, before the next request
+        // (a later failure or a crash replays them: refused and dead-lettered again, never lost).
+        await dedup.forget(chunk.map((c) => c.id));
+        const now = chunk.map((c): Refused => ({ row: c.row, reason: "sink_rejected", message: `${this.#where} refused the request: HTTP ${answer.status}: ${answer.body}` }));
+        await this.#deadLetter(now, deadLetter);
+        refused.push(...now);
       }
     }
-    if (refused.length) await deadLetter(refused.flatMap((r) => sinkDeadLetter(r, `http:${this.#config.url}`) ?? []));
     return { written, duplicates, refused };
   }
 
   async close(): Promise<void> {
     this.#connection?.close();
+  }
+
+  async #deadLetter(refused: readonly Refused[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<void> {
+    if (refused.length) await deadLetter(refused.flatMap((r) => sinkDeadLetter(r, `http:${this.#config.url}`) ?? []));
   }
 
   /**
@@ -165,8 +174,9 @@ export class HttpSink implements Sink {
 }
 
 /**
- * The same ids give the same key, so a receiver that honours `Idempotency-Key` can drop a request
- * sent again after a crash landed between its answer and the Deduplicator's write.
+ * The same ids in the same order give the same key: a receiver that honours `Idempotency-Key`
+ * drops a request sent again after a timeout or a 5xx (the rows of a replay may be cut into other
+ * requests; each row's `id` is the finer key).
  */
 function idempotencyKey(ids: readonly string[]): string {
   // FNV-1a, 64 bits, over the ids in order.

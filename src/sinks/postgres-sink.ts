@@ -51,7 +51,21 @@ export class PostgresSink implements Sink {
     this.#schema = schema;
     this.#table = table;
     // Two connections: a checkpoint's transaction, and a positions read next to it.
-    this.#sql = postgres(config.url, { max: 2, onnotice: () => {}, connect_timeout: 10, idle_timeout: 60, max_lifetime: null });
+    // A lock held elsewhere (a session idle in a transaction) must not hold the stream forever: a
+    // statement or lock wait past these is cancelled, and the checkpoint tried again (unavailable).
+    this.#sql = postgres(config.url, {
+      max: 2,
+      onnotice: () => {},
+      connect_timeout: 10,
+      idle_timeout: 60,
+      max_lifetime: null,
+      connection: { statement_timeout: 60_000, lock_timeout: 30_000, idle_in_transaction_session_timeout: 120_000 },
+    });
+  }
+
+  /** `fv_sink_offsets` in the sink table's schema (where the sink's user may create tables). */
+  get #offsetsTable(): string {
+    return `${this.#schema}.${OFFSETS_TABLE}`;
   }
 
   get #where(): string {
@@ -62,7 +76,7 @@ export class PostgresSink implements Sink {
     return await this.#guard(async () => {
       await this.#ensureOffsetsTable();
       const rows = await this.#sql<Array<{ topic: string; partition: number; next_offset: string }>>`
-        SELECT topic, partition, next_offset FROM ${this.#sql(OFFSETS_TABLE)} WHERE pipeline = ${this.#pipeline} AND sink = ${this.dataset}`;
+        SELECT topic, partition, next_offset FROM ${this.#sql(this.#offsetsTable)} WHERE pipeline = ${this.#pipeline} AND sink = ${this.dataset}`;
       return new Map(rows.map((r) => [`${r.topic}:${r.partition}`, BigInt(r.next_offset)]));
     });
   }
@@ -70,8 +84,7 @@ export class PostgresSink implements Sink {
   async write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten> {
     return await this.#guard(async () => {
       await this.#ensureOffsetsTable();
-      // The last row of each key wins, as it would one statement after another (and ON CONFLICT
-      // may not touch a row twice in one statement).
+      // One row per key (ON CONFLICT may not touch a row twice in one statement).
       const refused: Refused[] = [];
       const latest = new Map<string, SinkRow>();
       for (const row of rows) {
@@ -80,7 +93,11 @@ export class PostgresSink implements Sink {
           refused.push({ row, reason: "sink_rejected", message: `${this.#where}: the row has no value for key column "${missing}"` });
           continue;
         }
-        latest.set(JSON.stringify(this.#config.key.map((column) => row.row[column])), row);
+        // As text: 1 and "1" are one key to a numeric column. A later row of the key sets the
+        // fields it carries over the earlier one's, as two upserts one after the other would.
+        const key = JSON.stringify(this.#config.key.map((column) => String(row.row[column])));
+        const earlier = latest.get(key);
+        latest.set(key, earlier ? { ...row, row: { ...earlier.row, ...row.row } } : row);
       }
       const upserts = [...latest.values()];
       if (upserts.length > 0) await this.#ensureTable(upserts);
@@ -124,30 +141,46 @@ export class PostgresSink implements Sink {
     return refused.flatMap((r) => sinkDeadLetter(r, `postgres:${this.#schema}.${this.#table}`) ?? []);
   }
 
+  /**
+   * Upserts rows, one statement per set of columns the rows carry: a field a row lacks is neither
+   * set to NULL on an existing row nor inserted as NULL instead of the column's default.
+   */
   async #upsert(tx: postgres.TransactionSql, rows: readonly SinkRow[]): Promise<void> {
-    const columns = this.#columns!.map((c) => c.name).filter((name) => rows.some((r) => r.row[name] !== undefined) || this.#config.key.includes(name));
-    const values = rows.map((r) => Object.fromEntries(columns.map((name) => [name, toParameter(r.row[name])])));
-    const updates = columns.filter((c) => !this.#config.key.includes(c));
+    const groups = new Map<string, { columns: Column[]; rows: SinkRow[] }>();
+    for (const row of rows) {
+      const columns = this.#columns!.filter((c) => row.row[c.name] !== undefined || this.#config.key.includes(c.name));
+      const signature = columns.map((c) => c.name).join("\u0000");
+      const group = groups.get(signature) ?? { columns, rows: [] };
+      group.rows.push(row);
+      groups.set(signature, group);
+    }
     const target = this.#sql(`${this.#schema}.${this.#table}`);
     const conflict = this.#sql(this.#config.key);
-    if (updates.length === 0) {
-      await tx`INSERT INTO ${target} ${tx(values, columns)} ON CONFLICT (${conflict}) DO NOTHING`;
-      return;
+    for (const { columns, rows: members } of groups.values()) {
+      const names = columns.map((c) => c.name);
+      const values = members.map((r) => Object.fromEntries(columns.map((c) => [c.name, toParameter(r.row[c.name], c.type)])));
+      const updates = names.filter((c) => !this.#config.key.includes(c));
+      if (updates.length === 0) {
+        await tx`INSERT INTO ${target} ${tx(values, names)} ON CONFLICT (${conflict}) DO NOTHING`;
+        continue;
+      }
+      const set = tx.unsafe(updates.map((c) => `${quoteIdent(c)} = EXCLUDED.${quoteIdent(c)}`).join(", "));
+      await tx`INSERT INTO ${target} ${tx(values, names)} ON CONFLICT (${conflict}) DO UPDATE SET ${set}`;
     }
-    const set = tx.unsafe(updates.map((c) => `${quoteIdent(c)} = EXCLUDED.${quoteIdent(c)}`).join(", "));
-    await tx`INSERT INTO ${target} ${tx(values, columns)} ON CONFLICT (${conflict}) DO UPDATE SET ${set}`;
   }
 
   async #saveOffsets(tx: postgres.TransactionSql, offsets: readonly CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
     const values = offsets.map((o) => ({ pipeline: this.#pipeline, sink: this.dataset, topic: o.topic, partition: o.partition, next_offset: String(o.offset) }));
-    await tx`INSERT INTO ${tx(OFFSETS_TABLE)} ${tx(values, "pipeline", "sink", "topic", "partition", "next_offset")}
-      ON CONFLICT (pipeline, sink, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()`;
+    // Never backwards: a member that lost a partition mid-checkpoint cannot undo its new owner's progress.
+    await tx`INSERT INTO ${tx(this.#offsetsTable)} ${tx(values, "pipeline", "sink", "topic", "partition", "next_offset")}
+      ON CONFLICT (pipeline, sink, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()
+      WHERE ${tx(this.#offsetsTable)}.next_offset <= EXCLUDED.next_offset`;
   }
 
   async #ensureOffsetsTable(): Promise<void> {
     if (this.#offsetsTableReady) return;
-    await ignoringRace(() => this.#sql`CREATE TABLE IF NOT EXISTS ${this.#sql(OFFSETS_TABLE)} (
+    await ignoringRace(() => this.#sql`CREATE TABLE IF NOT EXISTS ${this.#sql(this.#offsetsTable)} (
       pipeline text NOT NULL, sink text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
       next_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
       PRIMARY KEY (pipeline, sink, topic, partition))`);
@@ -208,15 +241,23 @@ export class PostgresSink implements Sink {
   }
 }
 
-/** A failure of one row's values (SQLSTATE classes 22 data exception, 23 integrity constraint, and a column of another type). */
+/**
+ * A failure of one row's values: SQLSTATE classes 22 (data exception) and 23 (integrity
+ * constraint), a value of another type (42804), two rows of one key in a statement (21000).
+ */
 function isRowError(error: unknown): boolean {
   const code = String((error as { code?: unknown }).code ?? "");
-  return /^2[23]/.test(code) || code === "42804";
+  return /^2[23]/.test(code) || code === "42804" || code === "21000";
 }
 
-/** The server went away or cannot take us now: connection failures (class 08), shutdown (57P0x), too many connections. */
+/**
+ * Try again later: the server went away or cannot take us now (class 08, shutdown 57P0x, too many
+ * connections 53300), a transaction that lost a race (deadlock 40P01, serialization 40001), a
+ * lock or statement that waited too long (55P03, 57014), a name that did not resolve now.
+ */
 function isUnavailable(code: string): boolean {
-  return /^08/.test(code) || /^57P0[1-3]$/.test(code) || code === "53300" || /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EHOSTUNREACH|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED)$/.test(code);
+  return /^08/.test(code) || /^57P0[1-3]$/.test(code) || /^(53300|40P01|40001|55P03|57014)$/.test(code) ||
+    /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED)$/.test(code);
 }
 
 /** Concurrent members may both create a table: the loser's "already exists" is not an error. */
@@ -237,8 +278,13 @@ function sqlTypeOf(value: unknown): string {
   return "text";
 }
 
-function toParameter(value: unknown): unknown {
-  if (value === undefined) return null;
+/**
+ * A row's value as the column takes it: text columns get text (an object as its JSON), others the
+ * value as is (the client serializes it for the column's type: JSON for json and jsonb).
+ */
+function toParameter(value: unknown, type: string): unknown {
+  if (value === undefined || value === null) return null;
+  if ((type === "text" || type === "character varying" || type === "character") && typeof value !== "string") return typeof value === "object" ? JSON.stringify(value) : String(value);
   return value;
 }
 

@@ -69,9 +69,11 @@ export class Checkpointer {
 
 /**
  * A snapshot and its cursor over the async store contracts (tflo's `Checkpointer::new(state,
- * cursors)`), in the only crash-safe order: the snapshot first, the cursor last. A crash between
- * the two leaves the old cursor with a newer snapshot, which the reader sees as "replay from the
- * old cursor"; a cursor is never ahead of its state. Each step has the deadline, and failures in
+ * cursors)`), in the only crash-safe order: the snapshot first, the cursor last. Each snapshot
+ * goes under a key of its own (`snapshots/<key>/<id>`) and the cursor names it (`@snapshot`), so
+ * a crash between the two leaves the old cursor with the old snapshot it names: a reader never
+ * gets a snapshot with a cursor from before it (which would replay records the snapshot already
+ * holds). Older snapshots are deleted once the cursor names the new one. Each step has the deadline, and failures in
  * a row open the circuit (`CHECKPOINT_CIRCUIT_OPEN`). Commits, failures and timeouts are counted
  * (`counters`) and reported to the Metrics given.
  *
@@ -86,11 +88,16 @@ export interface CheckpointMetrics {
   checkpointFailed(kind: "timeout" | "error"): void;
 }
 
+/** The cursor field that names its snapshot. */
+const SNAPSHOT_FIELD = "@snapshot";
+
 export class StoreCheckpointer {
   readonly #checkpointer: Checkpointer;
   readonly #state: AsyncStateStore;
   readonly #cursors: AsyncCursorStore;
   readonly #metrics: CheckpointMetrics | undefined;
+  /** Snapshots this checkpointer wrote (part of each snapshot's id). */
+  #written = 0;
 
   constructor(state: AsyncStateStore, cursors: AsyncCursorStore, options: CheckpointerOptions & { metrics?: CheckpointMetrics }) {
     this.#checkpointer = new Checkpointer(options);
@@ -104,31 +111,40 @@ export class StoreCheckpointer {
     return this.#checkpointer.counters;
   }
 
-  /** Writes the snapshot under `snapshots/<key>`, then the cursor under `key`. */
+  /** Writes the snapshot under `snapshots/<key>/<id>`, then the cursor (naming it) under `key`. */
   async commit(key: string, snapshot: OperatorSnapshot, cursor: Cursor): Promise<void> {
+    if (Object.hasOwn(cursor, SNAPSHOT_FIELD)) throw new TypeError(`a cursor may not have the field ${SNAPSHOT_FIELD}: the checkpointer keeps the snapshot's id there`);
     const started = performance.now();
     // Checked before anything is written: a snapshot JSON cannot carry (NaN would become null) fails here.
     const bad = nonJsonPath(snapshot);
     if (bad !== undefined) throw new FvError("STATE_CORRUPTED", `cannot save snapshot ${JSON.stringify(key)}: it holds ${bad.what} at ${bad.path || "the top"}, which JSON cannot carry`, { context: { key, path: bad.path } });
     const bytes = jsonBytes(snapshot);
+    const id = `${Date.now().toString(36).padStart(9, "0")}-${(++this.#written).toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    const timeouts = this.#checkpointer.counters.timeouts;
     try {
       await this.#checkpointer.commit([
-        { name: "snapshot", run: () => this.#state.put(`snapshots/${key}`, bytes) },
-        { name: "cursor", run: () => this.#cursors.saveCursor(key, cursor) },
+        { name: "snapshot", run: () => this.#state.put(`snapshots/${key}/${id}`, bytes) },
+        { name: "cursor", run: () => this.#cursors.saveCursor(key, { ...cursor, [SNAPSHOT_FIELD]: id }) },
       ]);
     } catch (error) {
-      this.#metrics?.checkpointFailed(error instanceof FvError && error.context.timeout ? "timeout" : "error");
+      // (Counted, not read from the error: the one that opens the circuit wraps the last failure.)
+      this.#metrics?.checkpointFailed(this.#checkpointer.counters.timeouts > timeouts ? "timeout" : "error");
       throw error;
     }
     this.#metrics?.checkpointCommitted(performance.now() - started);
+    // Snapshots no cursor names any more (an older one, or one a crash left before its cursor).
+    const prefix = `snapshots/${key}/`;
+    for (const old of await this.#state.list(prefix)) if (old !== prefix + id) await this.#state.delete(old);
   }
 
   /** The last committed snapshot and cursor of `key`, or undefined when none was committed. */
   async restore(key: string): Promise<{ snapshot: OperatorSnapshot; cursor: Cursor } | undefined> {
-    const cursor = await this.#cursors.loadCursor(key);
-    if (cursor === undefined) return undefined;
-    const bytes = await this.#state.get(`snapshots/${key}`);
-    if (bytes === undefined) throw new FvError("STATE_CORRUPTED", `checkpoint ${JSON.stringify(key)} has a cursor but no snapshot (was snapshots/${key} deleted?)`, { context: { key } });
+    const saved = await this.#cursors.loadCursor(key);
+    if (saved === undefined) return undefined;
+    const { [SNAPSHOT_FIELD]: id, ...cursor } = saved;
+    if (id === undefined) throw new FvError("STATE_CORRUPTED", `checkpoint ${JSON.stringify(key)}: its cursor names no snapshot (${SNAPSHOT_FIELD})`, { context: { key } });
+    const bytes = await this.#state.get(`snapshots/${key}/${id}`);
+    if (bytes === undefined) throw new FvError("STATE_CORRUPTED", `checkpoint ${JSON.stringify(key)} has a cursor but not the snapshot it names (was snapshots/${key}/${id} deleted?)`, { context: { key } });
     let snapshot: unknown;
     try {
       snapshot = parseJsonBytes(bytes, `snapshot ${JSON.stringify(key)}`);

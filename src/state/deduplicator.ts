@@ -24,9 +24,9 @@ const SEQ_DIGITS = 12;
  * @example
  * const dedup = new Deduplicator(store, "orders-sink/p0").withWindow(64 * 1024);
  * for (const msg of batch) {
- *   if (!(await dedup.isNew(msg.id))) continue; // delivered before: skip, safe to replay
- *   await sink.write(msg);
- *   await dedup.remember(msg.id);
+ *   if (!(await dedup.isNew(msg.id))) continue; // sent before: skip, safe to replay
+ *   await dedup.remember(msg.id); // first: a crash after the write never sends it again
+ *   await sink.write(msg).catch(async (error) => (await dedup.forget([msg.id]), Promise.reject(error)));
  * }
  */
 export class Deduplicator {

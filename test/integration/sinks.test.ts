@@ -166,6 +166,30 @@ describe("postgres sink", () => {
     }
   }, 120_000);
 
+  test("rows carrying different columns: a missing field keeps the row's value (or the column's default); booleans and objects go into text and jsonb columns", async () => {
+    const name = uniqueName("pg-columns");
+    const input = `${name}-in`;
+    const table = name.replace(/[^A-Za-z0-9_]/g, "_");
+    await createTopic(input, 1);
+    await sql.unsafe(`CREATE TABLE ${table} (id text PRIMARY KEY, a text, b integer DEFAULT 7, j jsonb, flag text)`);
+    const file = pipelineFile({
+      name,
+      datasets: { orders: { topic: input }, rows: { sink: "postgres", url: PG_URL, table, key: ["id"] } },
+      transforms: [{ inputs: ["orders"], output: "rows", steps: [{ op: "filter", expression: "true" }] }],
+    });
+    const rows = [{ id: "x", a: "first" }, { id: "y", b: 1, j: true }, { id: "x", j: { k: [true, 2] }, flag: true }, { id: 1, a: "numeric id as text" }];
+    await produce(rows.map((row) => ({ topic: input, key: null, value: JSON.stringify(row) })));
+    const run = start(file);
+    await waitFor(async () => Number((await sql.unsafe(`SELECT count(*) AS c FROM ${table}`))[0]!.c) === 3, 60_000, "three rows");
+    await stopOrderly(run);
+    expect((await sql.unsafe(`SELECT id, a, b, j, flag FROM ${table} ORDER BY id`)).map((r) => ({ ...r }) as Record<string, unknown>)).toEqual([
+      { id: "1", a: "numeric id as text", b: 7, j: null, flag: null },
+      { id: "x", a: "first", b: 7, j: { k: [true, 2] }, flag: "true" },
+      { id: "y", a: null, b: 1, j: true, flag: null },
+    ]);
+    expect(lastRecord(run.records)?.metrics?.poison).toBe(0);
+  }, 120_000);
+
   test("the database down: the stream waits and /readyz says why; back up, every row lands", async () => {
     const home = mkdtempSync(join(tmpdir(), "fv-pg-"));
     const port = 55_000 + Math.floor(Math.random() * 1000);

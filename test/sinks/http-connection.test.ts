@@ -74,3 +74,21 @@ describe("HttpConnection", () => {
     expect(wrote).toBe(false);
   });
 });
+
+describe("HttpConnection, answers of other shapes", () => {
+  /** A TCP service that answers every request with `answer` (raw bytes), then maybe closes. */
+  async function raw(answer: string, close: boolean) {
+    return await listen(createTcpServer((socket) => socket.on("data", () => (close ? socket.end(answer) : socket.write(answer)))));
+  }
+
+  test("interim 1xx answers are skipped; an HTTP/1.0 body ends with the connection; one that never ends times out", async () => {
+    const interim = new HttpConnection(await raw("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\ndone", false));
+    expect(await interim.request("POST", {}, body("a"), 2000, () => {})).toEqual({ status: 200, body: "done" });
+    interim.close();
+    const old = new HttpConnection(await raw("HTTP/1.0 200 OK\r\n\r\nuntil the end", true));
+    expect(await old.request("POST", {}, body("a"), 2000, () => {})).toEqual({ status: 200, body: "until the end" });
+    const endless = new HttpConnection(await raw("HTTP/1.1 200 OK\r\n\r\nand more", false));
+    const failure = await endless.request("POST", {}, body("a"), 300, () => {}).catch((e: Error) => e);
+    expect((failure as Error).name).toBe("TimeoutError");
+  });
+});
