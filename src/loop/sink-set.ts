@@ -12,7 +12,7 @@ import { FileStateStore } from "../ops/file-state-store.ts";
 import { nodeFiles } from "../state/node-files.ts";
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import type { BuildMetrics, TopicBinding } from "../control/types.ts";
-import { withEnvironment } from "../sinks/config.ts";
+import { type SinkConfig, withEnvironment } from "../sinks/config.ts";
 import { HttpSink } from "../sinks/http-sink.ts";
 import { PostgresSink } from "../sinks/postgres-sink.ts";
 import type { Sink, SinkRow } from "../sinks/sink.ts";
@@ -29,6 +29,8 @@ export interface SinkSetOptions {
    */
   exactlyOnce: boolean;
   log: Logger;
+  /** For tests: the sink of a dataset, instead of the real one its config names. */
+  createSink?: (config: SinkConfig, dataset: string) => Sink;
   /** Backoff while a sink is unreachable (ms, doubling up to `maxMs`). */
   retry?: { firstMs: number; maxMs: number };
 }
@@ -81,9 +83,9 @@ export class SinkSet {
       const binding = options.bindings[dataset]!;
       if (binding.sink === "kafka" || !binding.sinkConfig) continue;
       const config = withEnvironment(binding.sinkConfig, dataset, options.env);
-      const sink: Sink = config.kind === "postgres"
+      const sink: Sink = options.createSink?.(config, dataset) ?? (config.kind === "postgres"
         ? new PostgresSink(config, { pipeline: options.pipeline, dataset, log: options.log })
-        : new HttpSink(config, { pipeline: options.pipeline, dataset, log: options.log, store: new FileStateStore(`${options.stateDir}/sinks/${dataset}`, nodeFiles()) });
+        : new HttpSink(config, { pipeline: options.pipeline, dataset, log: options.log, store: new FileStateStore(`${options.stateDir}/sinks/${dataset}`, nodeFiles()) }));
       const inputs = new Set(stage.def.inputs.map((d) => options.bindings[d]!.topic));
       const previous = this.#entries.get(dataset);
       if (previous) {
