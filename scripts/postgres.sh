@@ -103,9 +103,11 @@ cmd_down() {
 }
 
 cmd_status() {
-  local pid
+  local pid bin
   pid=$(server_pid)
   if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then echo "running (pid $pid)"; return 0; fi
+  bin=$(find_bin)
+  if [[ -n "$bin" ]] && answers "$bin"; then echo "running: a PostgreSQL not started by this script answers on 127.0.0.1:$PORT"; return 0; fi
   echo "not running"
   return 3
 }
