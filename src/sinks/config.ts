@@ -31,6 +31,8 @@ export interface HttpSinkConfig {
   timeoutMs: number;
   /** The column whose value identifies a row: the Deduplicator delivers each value once. */
   id: string;
+  /** Ids remembered per input partition: more than a partition sends between two Kafka commits. */
+  window: number;
 }
 
 export type SinkConfig = PostgresSinkConfig | HttpSinkConfig;
@@ -58,6 +60,7 @@ export const sinkFieldsSchema = v.variant("sink", [
     batch: v.optional(v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(1), v.maxValue(10_000)), 100),
     timeoutMs: v.optional(v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(1)), 10_000),
     id: v.optional(nonEmpty, "id"),
+    window: v.optional(v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(1), v.maxValue(10_000_000)), 65_536),
     topic: v.optional(nonEmpty),
     policy,
   }),
@@ -68,7 +71,7 @@ export type SinkFields = v.InferOutput<typeof sinkFieldsSchema>;
 /** The sink a checked dataset entry describes, or undefined for a Kafka topic. */
 export function sinkConfigOf(fields: SinkFields): SinkConfig | undefined {
   if (fields.sink === "postgres") return { kind: "postgres", url: fields.url, table: fields.table, key: typeof fields.key === "string" ? [fields.key] : fields.key };
-  if (fields.sink === "http") return { kind: "http", url: fields.url, method: fields.method, headers: fields.headers, batch: fields.batch, timeoutMs: fields.timeoutMs, id: fields.id };
+  if (fields.sink === "http") return { kind: "http", url: fields.url, method: fields.method, headers: fields.headers, batch: fields.batch, timeoutMs: fields.timeoutMs, id: fields.id, window: fields.window };
   return undefined;
 }
 

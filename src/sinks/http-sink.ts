@@ -20,8 +20,6 @@ export interface HttpSinkOptions {
   dataset: string;
   /** Where each partition's window of delivered ids is kept. */
   store: AsyncStateStore;
-  /** Ids remembered per partition (default 65,536). */
-  window?: number;
   log: Logger;
 }
 
@@ -51,7 +49,7 @@ export class HttpSink implements Sink {
   dedupOf(partition: number): Deduplicator {
     let dedup = this.#dedup.get(partition);
     if (!dedup) {
-      dedup = new Deduplicator(this.#options.store, `${this.#options.pipeline}/${this.dataset}/p${partition}`, { window: this.#options.window });
+      dedup = new Deduplicator(this.#options.store, `${this.#options.pipeline}/${this.dataset}/p${partition}`, { window: this.#config.window });
       this.#dedup.set(partition, dedup);
     }
     return dedup;

@@ -83,7 +83,7 @@ describe("sink datasets in a pipeline file", () => {
       sinkConfig: { kind: "postgres", url: "postgres://u@db:5432/app", table: "app.totals", key: ["id"] },
     });
     expect((await host('sink = "http"\nurl = "http://hooks:8080/in"\nheaders = { authorization = "Bearer ${TOKEN}" }').resolveTopic("out")).sinkConfig).toEqual({
-      kind: "http", url: "http://hooks:8080/in", method: "POST", headers: { authorization: "Bearer ${TOKEN}" }, batch: 100, timeoutMs: 10_000, id: "id",
+      kind: "http", url: "http://hooks:8080/in", method: "POST", headers: { authorization: "Bearer ${TOKEN}" }, batch: 100, timeoutMs: 10_000, id: "id", window: 65_536,
     });
   });
 
@@ -94,5 +94,6 @@ describe("sink datasets in a pipeline file", () => {
     expect(refusal('sink = "postgres"\nurl = "postgres://x/y"\ntable = "t"\nkey = []')).toContain("name at least one key column");
     expect(refusal('sink = "http"\nurl = "http://x"\nbatch = 0')).toContain('field "datasets.out.batch"');
     expect(refusal('sink = "http"\nurl = "http://x"\nbatchSize = 10')).toContain("batchSize");
+    expect(refusal('sink = "http"\nurl = "http://x"\nwindow = 0.5')).toContain('field "datasets.out.window": must be a whole number');
   });
 });
