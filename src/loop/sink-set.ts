@@ -63,9 +63,10 @@ export class SinkSet {
   readonly #entries = new Map<string, Entry>();
   readonly #options: SinkSetOptions;
   #buffer: SinkBatch = new Map();
-  /** Per sink, "topic:partition" → the next offset it has not written, as its own table says; read once per session. */
-  #positions = new Map<string, Promise<Map<string, bigint>>>();
-  /** The same, once read (for `written`, which is synchronous). */
+  /**
+   * Per sink, "topic:partition" → the next offset it has not written, as its own table says; read
+   * before the first batch that needs it (batches run one at a time) and again after a rebalance.
+   */
   #known = new Map<string, Map<string, bigint>>();
   /** The loop's counters: sinkWritten, sinkDuplicates, sinksWaiting (the build record; `/readyz` reads the last), poison. */
   readonly #counters: SinkCounters;
@@ -110,7 +111,6 @@ export class SinkSet {
    */
   reset(): void {
     this.#buffer = new Map();
-    this.#positions = new Map();
     this.#known = new Map();
     for (const { sink } of this.#entries.values()) if (sink instanceof HttpSink) sink.forgetAll();
   }
@@ -124,7 +124,6 @@ export class SinkSet {
     for (const [dataset, entry] of this.#entries) {
       const moved = [...assigned, ...revoked].filter((tp) => entry.inputs.has(tp.topic));
       if (moved.length === 0) continue;
-      this.#positions.delete(dataset);
       this.#known.delete(dataset);
       if (entry.sink instanceof HttpSink) for (const { partition } of moved) entry.sink.forget(partition);
       const gone = new PartitionSet(revoked);
@@ -136,11 +135,8 @@ export class SinkSet {
   /** Reads, before a batch, the positions of the sinks the batch's records may be skipped for. */
   async prepare(records: readonly InboundRecord[], stopping: () => boolean): Promise<void> {
     for (const [dataset, entry] of this.#entries) {
-      if (!entry.skipWritten || this.#positions.has(dataset) || !records.some((r) => entry.inputs.has(r.topic))) continue;
-      const read = this.#waiting(dataset, () => entry.sink.positions!(), stopping);
-      this.#positions.set(dataset, read);
-      read.catch(() => this.#positions.delete(dataset));
-      this.#known.set(dataset, await read);
+      if (!entry.skipWritten || this.#known.has(dataset) || !records.some((r) => entry.inputs.has(r.topic))) continue;
+      this.#known.set(dataset, await this.#waiting(dataset, () => entry.sink.positions!(), stopping));
     }
   }
 

@@ -94,11 +94,6 @@ export class Deduplicator {
     if (added) this.store.appendNow!(added.key, linesOf(ids));
   }
 
-  /** Deletes the segments older than the window. */
-  async prune(): Promise<void> {
-    await this.#trim();
-  }
-
   /** Adds ids to the open segment (a new one when it is full): the segment and its key. */
   #add(list: readonly string[]): { key: string; segment: { seq: number; ids: string[] } } | undefined {
     if (list.length === 0) return undefined;
@@ -146,8 +141,8 @@ export class Deduplicator {
     return `${this.namespace}/${String(seq).padStart(SEQ_DIGITS, "0")}`;
   }
 
-  /** Deletes the oldest segments while the newer ones alone hold the window. */
-  async #trim(): Promise<void> {
+  /** Deletes the segments older than the window: the oldest, while the newer ones alone hold it. */
+  async prune(): Promise<void> {
     let held = this.#segments.reduce((n, s) => n + s.ids.length, 0);
     while (this.#segments.length > 1 && held - this.#segments[0]!.ids.length >= this.#window) {
       const oldest = this.#segments.shift()!;

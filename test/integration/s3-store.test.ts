@@ -10,11 +10,11 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { recoveryOf } from "../../src/errors.ts";
 import * as v from "valibot";
-import { type CompiledOperator, eventTimeOf, META_KEY, operatorSteps, type StateEntry, type StateSource } from "../../src/ops/index.ts";
+import { type CompiledOperator, eventTimeOf, operatorSteps } from "../../src/ops/index.ts";
 import { jsonBytes } from "../../src/state/async-store.ts";
 import { AwsS3Client, s3OptionsFromEnv } from "../../src/state/aws-s3-client.ts";
 import { S3StateStore } from "../../src/state/s3-store.ts";
-import { compileOp, type Event, row, run, viaJson, wm } from "../ops/helpers.ts";
+import { compileOp, type Event, MemorySource, row, run, viaJson, wm } from "../ops/helpers.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const options = s3OptionsFromEnv(process.env);
@@ -265,32 +265,6 @@ describe.each(cases)("$name through S3", (c) => {
     expect(await store.load("refused")).toBeUndefined();
   });
 });
-
-/** A committed store in memory for a spilling operator (the engine's local store does this over LMDB). */
-class MemorySource implements StateSource {
-  readonly map = new Map<string, unknown>();
-  commit(entries: readonly StateEntry[]): void {
-    for (const e of viaJson(entries)) {
-      if (e.value === null) this.map.delete(e.key);
-      else this.map.set(e.key, e.value);
-    }
-  }
-  get(key: string): unknown {
-    return this.map.get(key);
-  }
-  #sorted(): string[] {
-    return [...this.map.keys()].filter((k) => k !== META_KEY).sort();
-  }
-  *prefixed(prefix: string, after?: string): Iterable<StateEntry> {
-    for (const key of this.#sorted()) if (key.startsWith(prefix) && (after === undefined || key > after)) yield { key, value: this.map.get(key) };
-  }
-  firstKeyFrom(from: string): string | undefined {
-    return this.#sorted().find((k) => k >= from);
-  }
-  get keys(): number {
-    return this.#sorted().length;
-  }
-}
 
 describe("spilling operators through S3", () => {
   test.each([

@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import type { Row } from "../../src/expr/index.ts";
-import { type CompiledOperator, eventTimeOf, type Operator, operatorSteps, type StateEntry } from "../../src/ops/index.ts";
+import { type CompiledOperator, eventTimeOf, META_KEY, type Operator, operatorSteps, type StateEntry, type StateSource } from "../../src/ops/index.ts";
 
 /** Parses a step definition with its schema and compiles it, as the topology will. */
 export function compileOp(def: { op: string; [field: string]: unknown }, inputs = 1): CompiledOperator {
@@ -61,4 +61,30 @@ export function thrown(fn: () => unknown): { code?: string; message: string; con
     return error as { code?: string; message: string; context?: Record<string, unknown> };
   }
   throw new Error("expected an error, nothing was thrown");
+}
+
+/** A committed store in memory: the engine's local store does the same over LMDB. */
+export class MemorySource implements StateSource {
+  readonly map = new Map<string, unknown>();
+  commit(entries: readonly StateEntry[]): void {
+    for (const e of viaJson(entries)) {
+      if (e.value === null) this.map.delete(e.key);
+      else this.map.set(e.key, e.value);
+    }
+  }
+  get(key: string): unknown {
+    return this.map.get(key);
+  }
+  #sorted(): string[] {
+    return [...this.map.keys()].filter((k) => k !== META_KEY).sort();
+  }
+  *prefixed(prefix: string, after?: string): Iterable<StateEntry> {
+    for (const key of this.#sorted()) if (key.startsWith(prefix) && (after === undefined || key > after)) yield { key, value: this.map.get(key) };
+  }
+  firstKeyFrom(from: string): string | undefined {
+    return this.#sorted().find((k) => k >= from);
+  }
+  get keys(): number {
+    return this.#sorted().length;
+  }
 }

@@ -6,34 +6,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import type { Row } from "../../src/expr/index.ts";
-import { type CompiledOperator, eventTimeOf, META_KEY, type Operator, type StateEntry, type StateSource } from "../../src/ops/index.ts";
-import { compileOp, type Event, row, viaJson, wm } from "./helpers.ts";
-
-/** A committed store in memory: the engine's local store does the same over LMDB. */
-class MemorySource implements StateSource {
-  readonly map = new Map<string, unknown>();
-  commit(entries: readonly StateEntry[]): void {
-    for (const e of viaJson(entries)) {
-      if (e.value === null) this.map.delete(e.key);
-      else this.map.set(e.key, e.value);
-    }
-  }
-  get(key: string): unknown {
-    return this.map.get(key);
-  }
-  #sorted(): string[] {
-    return [...this.map.keys()].filter((k) => k !== META_KEY).sort();
-  }
-  *prefixed(prefix: string, after?: string): Iterable<StateEntry> {
-    for (const key of this.#sorted()) if (key.startsWith(prefix) && (after === undefined || key > after)) yield { key, value: this.map.get(key) };
-  }
-  firstKeyFrom(from: string): string | undefined {
-    return this.#sorted().find((k) => k >= from);
-  }
-  get keys(): number {
-    return this.#sorted().length;
-  }
-}
+import { type CompiledOperator, eventTimeOf, META_KEY, type Operator, type StateEntry } from "../../src/ops/index.ts";
+import { compileOp, type Event, MemorySource, row, wm } from "./helpers.ts";
 
 /** A seeded stream: `groups` keys, event time moving forward with some disorder, a watermark every 40 rows. */
 function script(seed: number, rows: number, groups: number): Event[] {
