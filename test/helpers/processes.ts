@@ -1,5 +1,6 @@
-/** The processes below a process, from /proc (Linux), and whether one still runs. */
+/** The processes below a process, from /proc (Linux), whether one still runs, and a port to run one on. */
 import { readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
 
 /** Every process below `pid`, children first, then theirs. */
 export function descendants(pid: number): number[] {
@@ -29,5 +30,24 @@ export function alive(pid: number): boolean {
     return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
   } catch {
     return false;
+  }
+}
+
+/**
+ * A TCP port on 127.0.0.1 that is free now and that no outgoing connection will take: one below
+ * Linux's ephemeral range (32768 and up), for a server the test stops and starts again on the same
+ * port. (A random port from 55000 was taken in CI by an outgoing connection while the test's
+ * PostgreSQL was down: the restart failed with "Address already in use".)
+ */
+export async function stablePort(): Promise<number> {
+  for (let tries = 0; ; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+    if (tries === 50) throw new Error("no free port between 20000 and 30000 after 50 tries");
   }
 }

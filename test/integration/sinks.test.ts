@@ -16,6 +16,7 @@ import type { OutboundRecord } from "../../src/kafka/port.ts";
 import { adminUrlOf, type CliRun, lastRecord, logsOf, startCli, waitFor } from "../helpers/cli.ts";
 import { collect, createTopic, header, json, produce, uniqueName } from "../helpers/kafka.ts";
 import { pipelineFile } from "../helpers/pipelines.ts";
+import { stablePort } from "../helpers/processes.ts";
 
 const ROOT = join(import.meta.dir, "../..");
 const PG_URL = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -192,7 +193,7 @@ describe("postgres sink", () => {
 
   test("the database down: the stream waits and /readyz says why; back up, every row lands", async () => {
     const home = mkdtempSync(join(tmpdir(), "fv-pg-"));
-    const port = 55_000 + Math.floor(Math.random() * 1000);
+    const port = await stablePort();
     const server = (command: string) => execFileSync(join(ROOT, "scripts/postgres.sh"), [command], { env: { ...process.env, FV_POSTGRES_HOME: home, FV_POSTGRES_PORT: String(port) }, stdio: "inherit" });
     server("up");
     const url = `postgres://postgres@127.0.0.1:${port}/postgres`;

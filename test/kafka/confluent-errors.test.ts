@@ -5,7 +5,7 @@
  * without the addon.
  */
 import { describe, expect, test } from "bun:test";
-import { classify, ERR, topicAlreadyExists } from "../../src/kafka/confluent/errors.ts";
+import { classify, classifyTransactional, ERR, topicAlreadyExists } from "../../src/kafka/confluent/errors.ts";
 
 const librdkafkaError = (code: number, message: string, flags: { isFatal?: boolean; isRetriable?: boolean; isTxnRequiresAbort?: boolean } = {}) =>
   Object.assign(new Error(message), { code, errno: code, origin: code < 0 ? "local" : "kafka", ...flags });
@@ -23,6 +23,20 @@ describe("the confluent adapter sorts library errors by their code and flags", (
     const sorted = classify(error, "committing a transaction");
     expect(sorted.code).toBe("KAFKA_FENCED");
     expect(sorted.message).toBe("committing a transaction failed: Producer fenced by newer instance: Failed to end transaction (librdkafka -144)");
+  });
+
+  // A zombie woken after its id was fenced: its next produce fails with -150, not the cause behind it.
+  test("a transactional producer's -150 (its handle hit a fatal error earlier) is fenced; elsewhere -150 stays fatal", () => {
+    const error = librdkafkaError(ERR.FATAL, "Local: Fatal error");
+    const sorted = classifyTransactional(error, "producing in a transaction");
+    expect(sorted.code).toBe("KAFKA_FENCED");
+    expect(sorted.message).toStartWith("producing in a transaction failed: Local: Fatal error (librdkafka -150): ");
+    expect(sorted.cause).toBe(error);
+    expect(classify(error, "consuming").code).toBe("KAFKA_FATAL");
+    // Its other sorting is classify's.
+    expect(classifyTransactional(librdkafkaError(-152, "Local: Purged in queue"), "x").code).toBe("KAFKA_RETRYABLE");
+    expect(classifyTransactional(librdkafkaError(29, "Broker: Topic authorization failed"), "x").code).toBe("KAFKA_FATAL");
+    expect(classifyTransactional(librdkafkaError(ERR.FENCED, "Producer fenced", { isFatal: true }), "x").code).toBe("KAFKA_FENCED");
   });
 
   test("the word 'fenced' in a message does not make an error fenced: the code decides", () => {

@@ -23,6 +23,11 @@ export const ERR = {
   TRANSPORT: -195,
   /** A transactional producer fenced: librdkafka normalizes PRODUCER_FENCED and INVALID_PRODUCER_EPOCH to it in its transaction calls. */
   FENCED: -144,
+  /**
+   * The handle already hit a fatal error: librdkafka fails every later produce call with this,
+   * not with the error behind it (which the binding cannot read: it has no `fatal_error()`).
+   */
+  FATAL: -150,
   MAX_POLL_EXCEEDED: -147,
   ILLEGAL_GENERATION: 22,
   UNKNOWN_MEMBER_ID: 25,
@@ -72,6 +77,21 @@ export function classify(error: unknown, what: string): FvError {
     cause: error,
     ...(unreachable ? { context: { unreachable } } : {}),
   });
+}
+
+/**
+ * `classify` for a transactional producer's calls. There, -150 (_FATAL) means the producer was
+ * fenced before this call: librdkafka's fatal errors for a transactional producer are fencing by a
+ * newer producer with the same transactional id, and the id or the brokers refusing transactions,
+ * which the fresh producer's InitProducerId reports with their own codes. So it is fenced: the loop
+ * starts a fresh session, and a cause other than fencing shows there as fatal. (The zombie test on
+ * Node + librdkafka, CI of 2026-12-05: woken after the member that took its partitions had fenced
+ * its id, the zombie's next produce failed with -150, and the process ended FAILED.)
+ */
+export function classifyTransactional(error: unknown, what: string): FvError {
+  const sorted = classify(error, what);
+  if (sorted.code !== "KAFKA_FATAL" || (error as { code?: unknown } | null | undefined)?.code !== ERR.FATAL) return sorted;
+  return new FvError("KAFKA_FENCED", `${sorted.message}: the transactional producer hit a fatal error earlier, which for a transactional producer is fencing by a newer instance; starting a fresh producer`, { cause: error });
 }
 
 /** The broker's TOPIC_ALREADY_EXISTS (36): another process created the topic first. */

@@ -5,7 +5,7 @@ import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
 import { type GroupMembers, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import type { ConfluentMember } from "./consumer.ts";
-import { classify } from "./errors.ts";
+import { classify, classifyTransactional } from "./errors.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
 import { onDelivery, produceAll, producerConfig } from "./producer.ts";
 
@@ -93,7 +93,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await call((cb) => this.#producer.beginTransaction(cb));
     } catch (error) {
-      throw classify(error, "beginning a transaction");
+      throw classifyTransactional(error, "beginning a transaction");
     }
     this.#state.began();
   }
@@ -169,13 +169,13 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       await call((cb) => this.#producer.sendOffsetsToTransaction([{ topic: held.topic, partition: held.partition, offset: 0 }], member.consumer, TRANSACTION_CALL_TIMEOUT_MS, cb));
     } catch (error) {
       await this.abort().catch(() => {});
-      throw classify(error, "releasing pending offset commits");
+      throw classifyTransactional(error, "releasing pending offset commits");
     }
     await this.abort();
   }
 
   #failed(error: unknown, what: string): FvError {
-    const failure = classify(error, what);
+    const failure = classifyTransactional(error, what);
     if (failure.code === "KAFKA_RETRYABLE") this.#troubled = true;
     return failure;
   }
