@@ -371,6 +371,24 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(values(await admin.readPartition(output, 0)), ["from-b"]);
     });
 
+    // librdkafka fails every produce after a fencing with -150 (_FATAL), not the fencing code: a
+    // zombie woken after its id was fenced ended FAILED on it (CI, 2026-12-05). Each send is fenced.
+    test("a fenced producer's sends fail as fenced, every one of them", async () => {
+      const output = await topicWith(1);
+      const id = uniqueName("fv-port-txid");
+      const a = track(k().transactionalProducer({ clientId: "fv-port-a", transactionalId: id }));
+      await a.ready();
+      await a.send([{ topic: output, key: null, value: "from-a" }]);
+      const b = track(k().transactionalProducer({ clientId: "fv-port-b", transactionalId: id }));
+      await b.ready();
+      const codes: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        await a.send([{ topic: output, key: null, value: `late-${i}` }]).then(() => codes.push("sent"), (error: Error & { code?: string }) => codes.push(error.code ?? error.message));
+      }
+      assert.deepEqual(codes, ["KAFKA_FENCED", "KAFKA_FENCED", "KAFKA_FENCED"]);
+      await assert.rejects(a.commit(), (error: Error & { code?: string }) => error.code === "KAFKA_FENCED");
+    });
+
     // The pure-JS library emits "error" when a rejoin after a failed heartbeat fails (a paused
     // zombie waking up). Unheard, Node ends the process with it; the adapter hands it to poll().
     test("a failed group rejoin reaches the next poll as a retryable error, not a crash", { skip: adapter !== "platformatic" && "the library event is platformatic's" }, async () => {
