@@ -182,6 +182,11 @@ class LastN extends StatefulOperator<Recent> {
     for (const g of this.#stored()) yield g.group;
   }
 
+  override stateKeys(): number {
+    this.state.ready();
+    return this.#spill === undefined ? this.#groups.size : this.stateSize().keys;
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     const spill = this.#spill;

@@ -271,6 +271,11 @@ export abstract class StatefulOperator<E extends Entity> implements Operator {
   abstract advance(watermark: number): Row[];
   abstract stateSize(): { keys: number; bytes: number };
 
+  /** stateSize().keys; an operator that counts its keys as it goes answers without the walk. */
+  stateKeys(): number {
+    return this.stateSize().keys;
+  }
+
   drainChanges(): StateEntry[] {
     return this.state.drainChanges();
   }

@@ -204,6 +204,11 @@ class SessionAggregate extends StatefulOperator<Group> {
     for (const g of this.#groups.values()) yield g.group;
   }
 
+  override stateKeys(): number {
+    this.state.ready();
+    return this.#groups.size;
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;

@@ -157,6 +157,11 @@ export class SlidingAggregate extends StatefulOperator<Buffered> {
     for (const g of this.#groups.values()) yield g.group;
   }
 
+  override stateKeys(): number {
+    this.state.ready();
+    return this.#count;
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;

@@ -233,6 +233,11 @@ class TopN extends StatefulOperator<Ranking> {
     }
   }
 
+  override stateKeys(): number {
+    this.state.ready();
+    return this.#rankings.size;
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     let bytes = 0;

@@ -224,6 +224,11 @@ class WindowedAggregate extends StatefulOperator<Window> {
     }
   }
 
+  override stateKeys(): number {
+    this.state.ready();
+    return this.#spill === undefined ? this.#count : this.stateSize().keys;
+  }
+
   stateSize(): { keys: number; bytes: number } {
     this.state.ready();
     const spill = this.#spill;

@@ -149,6 +149,7 @@ describe("windowedAggregate spilling to a StateSource", () => {
     for (const g of ["k0", "k1", "k7", "k49", "nope"]) expect(op.read!([g])).toEqual(all.read!([g]));
     expect([...op.groups!()].map((g) => JSON.stringify(g)).sort()).toEqual([...all.groups!()].map((g) => JSON.stringify(g)).sort());
     expect(op.stateSize().keys).toBe(all.stateSize().keys);
+    expect(op.stateKeys()).toBe(all.stateKeys());
     const entries = (s: Operator) => s.snapshot().entries.map((e) => JSON.stringify(e)).sort();
     expect(entries(op)).toEqual(entries(all));
   });

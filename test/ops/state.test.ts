@@ -279,6 +279,7 @@ describe.each(cases)("$name state", (c) => {
       fresh.restoreSnapshot(snapshot);
       expect(viaJson(fresh.snapshot())).toEqual(snapshot);
       expect(fresh.stateSize().keys).toBe(op.stateSize().keys);
+      expect(fresh.stateKeys()).toBe(op.stateKeys());
     }
   });
 
@@ -331,6 +332,8 @@ describe.each(cases)("$name state", (c) => {
     for (const event of c.grow) {
       run(op, c.compiled, [event]);
       const size = op.stateSize();
+      // stateKeys: the same count, without the walk.
+      expect(op.stateKeys()).toBe(size.keys);
       expect(size.bytes).toBeGreaterThan(previous.bytes);
       expect(size.keys).toBeGreaterThanOrEqual(previous.keys);
       previous = size;
@@ -341,6 +344,7 @@ describe.each(cases)("$name state", (c) => {
     op.drainChanges();
     op.advance(c.clearAt);
     expect(op.stateSize()).toEqual({ keys: 0, bytes: 0 });
+    expect(op.stateKeys()).toBe(0);
     // Everything it cleared (and the log had seen) is deleted in the changelog too.
     const changes = op.drainChanges().filter((e) => e.key !== "meta");
     expect(changes.length).toBeGreaterThan(0);
