@@ -116,7 +116,11 @@ export class Commits {
         // The sinks first (their own transaction, with these offsets): if the Kafka commit then
         // fails, a stateless stage skips what the sink holds, and a stateful one writes the same
         // upserts again.
-        ...this.#sinkStep(session, sinkRows, sent, (records) => tx.send(records).then(() => {})),
+        ...this.#sinkStep(session, sinkRows, sent, (records) => tx.send(records).then(() => {}), (leftOut) => {
+          // Rows of a partition that moved while the sink was waited for were left out: the
+          // transaction must not commit their offsets (the group moved on, so it is refused anyway).
+          if (leftOut.size > 0) throw new FvError("KAFKA_FENCED", "partitions moved while a sink was waited for: aborting the transaction and rejoining");
+        }),
         { name: "state", run: async () => void (written = await tx.send(changelog)) },
         // On behalf of the member that read this work: the broker refuses it if the group moved on.
         { name: "offsets", run: () => tx.sendOffsets(group, sent) },
@@ -161,12 +165,16 @@ export class Commits {
       const offsets = taken.filter((o) => owned.has(o));
       if (offsets.length === 0 && changelog.length === 0 && !sinkRows?.size) return;
       let written: Written | void;
+      // Offsets whose rows a sink left out (their partition moved while it was waited for) are not committed.
+      let committing = offsets;
       try {
         await this.#checkpoint([
           { name: "state", run: async () => void (written = await session.collector.send(changelog)) },
           // The rows into the sinks, with the offsets they cover (Postgres: in one SQL transaction), then Kafka's.
-          ...this.#sinkStep(session, sinkRows, offsets, (records) => session.collector.send(records).then(() => {})),
-          { name: "offsets", run: () => session.consumer.commit(offsets) },
+          ...this.#sinkStep(session, sinkRows, offsets, (records) => session.collector.send(records).then(() => {}), (leftOut) => {
+            if (leftOut.size > 0) committing = offsets.filter((o) => !leftOut.has(o));
+          }),
+          { name: "offsets", run: () => session.consumer.commit(committing) },
         ]);
       } catch (error) {
         // Rows taken for a sink cannot be put back either: the offsets must not go without them.
@@ -179,7 +187,7 @@ export class Commits {
         return;
       }
       session.tasks.persist(changelog, written);
-      this.#committed(session, offsets);
+      this.#committed(session, committing);
     }).finally(() => this.#chained--);
     if (options.flush) return await written;
     // Its failure ends the session current when it fails (not a later one: it starts from the last commit anyway).
@@ -189,11 +197,11 @@ export class Commits {
   }
 
   /** The sinks' step of a checkpoint, when the loop has sinks: no deadline (an unreachable sink is waited for, until a stop). */
-  #sinkStep(session: Session, rows: SinkBatch | undefined, offsets: CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): CheckpointStep[] {
+  #sinkStep(session: Session, rows: SinkBatch | undefined, offsets: CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, leftOut: (partitions: PartitionSet) => void): CheckpointStep[] {
     const { sinks, stopping } = this.#deps;
     if (!sinks || !rows) return [];
     const owned = () => new PartitionSet(session.consumer.owned());
-    return [{ name: "sinks", deadlineMs: Infinity, run: () => sinks.write(rows, offsets, deadLetter, stopping ?? (() => false), owned) }];
+    return [{ name: "sinks", deadlineMs: Infinity, run: async () => leftOut(await sinks.write(rows, offsets, deadLetter, stopping ?? (() => false), owned)) }];
   }
 
   /** Runs a checkpoint's steps through the Checkpointer, with its metric events and counters. */

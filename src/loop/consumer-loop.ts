@@ -124,7 +124,7 @@ export class ConsumerLoop {
     if (unsafeCommitAhead) this.#log("warn", "FV_UNSAFE_COMMIT_AHEAD=1: exactly-once commits take the offsets of records not yet in their transaction; a crash loses rows (for the kill test only)");
     const sinkBindings = Object.values(plan.bindings).some((b) => b.sink !== "kafka");
     this.#sinks = sinkBindings
-      ? new SinkSet(this.#stages, { pipeline: plan.pipeline, bindings: plan.bindings, stateDir: stateDirOf(plan.settings.stateDir, plan.pipeline) ?? `.fv-state/${plan.pipeline}`, env: plan.compute?.env ?? {}, exactlyOnce: plan.settings.exactlyOnce, log: this.#log }, this.counters)
+      ? new SinkSet(this.#stages, { pipeline: plan.pipeline, bindings: plan.bindings, stateDir: stateDirOf(plan.settings.stateDir, plan.pipeline) ?? `.fv-state/${plan.pipeline}`, env: plan.compute?.env ?? {}, exactlyOnce: plan.settings.exactlyOnce, log: this.#log, ...(plan.hops ? { hops: plan.hops } : {}) }, this.counters)
       : undefined;
     this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead, sinks: this.#sinks, stopping: () => this.#stopRequested }, () => this.#session);
     this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log }, this.counters);

@@ -29,6 +29,11 @@ export interface SinkSetOptions {
    */
   exactlyOnce: boolean;
   log: Logger;
+  /**
+   * Repartition hops by stage index: a stage behind one makes its rows from the hop topic's
+   * records (and fires its windows per hop partition), so that is the input its sink follows.
+   */
+  hops?: Record<number, { topic: string }>;
   /** For tests: the sink of a dataset, instead of the real one its config names. */
   createSink?: (config: SinkConfig, dataset: string) => Sink;
   /** Backoff while a sink is unreachable (ms, doubling up to `maxMs`). */
@@ -37,7 +42,7 @@ export interface SinkSetOptions {
 
 interface Entry {
   sink: Sink;
-  /** Input topics of the stage that writes it. */
+  /** Input topics of the stage that writes it (its repartition topic, behind a hop). */
   inputs: Set<string>;
   /** The stage keeps no state: records the sink holds already are skipped (the sink's offsets are the truth). */
   skipWritten: boolean;
@@ -87,7 +92,8 @@ export class SinkSet {
       const sink: Sink = options.createSink?.(config, dataset) ?? (config.kind === "postgres"
         ? new PostgresSink(config, { pipeline: options.pipeline, dataset, log: options.log })
         : new HttpSink(config, { pipeline: options.pipeline, dataset, log: options.log, store: new FileStateStore(`${options.stateDir}/sinks/${dataset}`, nodeFiles()) }));
-      const inputs = new Set(stage.def.inputs.map((d) => options.bindings[d]!.topic));
+      const hop = options.hops?.[stage.index];
+      const inputs = new Set(hop ? [hop.topic] : stage.def.inputs.map((d) => options.bindings[d]!.topic));
       const previous = this.#entries.get(dataset);
       if (previous) {
         // Two stages into one sink: one sink, the inputs of both, skipping only when both are stateless.
@@ -169,9 +175,12 @@ export class SinkSet {
   /**
    * Writes a checkpoint's rows into each sink, with the offsets of that sink's inputs; waits out
    * an unreachable sink (backoff, `status.waiting` says why) until it answers or the loop stops.
+   * Answers the offsets whose rows were left out, their partition not owned when the write went
+   * through: their Kafka offsets must not be committed either (at-least-once commits after this).
    */
-  async write(batch: SinkBatch, offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, stopping: () => boolean, owned: () => { has(tp: TopicPartition): boolean }): Promise<void> {
+  async write(batch: SinkBatch, offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, stopping: () => boolean, owned: () => { has(tp: TopicPartition): boolean }): Promise<PartitionSet> {
     const counters = this.#counters;
+    const leftOut = new PartitionSet();
     for (const [dataset, entry] of this.#entries) {
       const all = batch.get(dataset) ?? [];
       const allCovered = offsets.filter((o) => entry.inputs.has(o.topic));
@@ -180,12 +189,14 @@ export class SinkSet {
       const send = (records: OutboundRecord[]) => ((deadLettered += records.length), deadLetter(records));
       // Each attempt writes only what this member still owns: a partition revoked while the sink
       // was waited for is its new owner's (it reads those records again from the last commit).
+      let mine: { has(tp: TopicPartition): boolean } = owned();
       const attempt = () => {
-        const mine = owned();
+        mine = owned();
         const rows = all.filter((row) => rowOf(entry, row, (tp) => mine.has(tp)));
         return entry.sink.write(rows, allCovered.filter((o) => mine.has(o)), send);
       };
       const result = await this.#waiting(dataset, attempt, stopping);
+      for (const o of allCovered) if (!mine.has(o)) leftOut.add(o);
       counters.sinkWritten! += result.written;
       counters.sinkDuplicates! += result.duplicates;
       // A refused row is poison like any: counted by reason, dead-lettered when its input has a topic for it.
@@ -194,8 +205,9 @@ export class SinkSet {
       counters.deadLettered += deadLettered;
       // What the sink holds now, for a session that goes on reading (e.g. after a rebalance that kept the partition).
       const known = this.#known.get(dataset);
-      if (known) for (const o of allCovered) known.set(`${o.topic}:${o.partition}`, o.offset);
+      if (known) for (const o of allCovered) if (mine.has(o)) known.set(`${o.topic}:${o.partition}`, o.offset);
     }
+    return leftOut;
   }
 
   async close(): Promise<void> {

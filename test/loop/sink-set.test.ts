@@ -65,8 +65,10 @@ describe("SinkSet", () => {
     sinks.add(new Map([["totals", [rowOf(0, 10), rowOf(1, 20), rowOf(0, 11)]]]), none);
     const taken = sinks.take();
     const offsets = [{ topic: "orders", partition: 0, offset: 12n }, { topic: "orders", partition: 1, offset: 21n }];
-    await sinks.write(taken, offsets, async () => {}, () => false, owning({ topic: "orders", partition: 0 }));
+    const leftOut = await sinks.write(taken, offsets, async () => {}, () => false, owning({ topic: "orders", partition: 0 }));
     expect(sink.writes).toEqual([{ rows: [10, 11], offsets: ["orders:0@12"] }]);
+    // What was left out is answered: at-least-once does not commit its Kafka offset either.
+    expect([leftOut.has({ topic: "orders", partition: 1 }), leftOut.has({ topic: "orders", partition: 0 }), leftOut.size]).toEqual([true, false, 1]);
     expect(counters.sinkWritten).toBe(2);
     // The buffer was taken: the next checkpoint has nothing of these.
     expect(sinks.take().size).toBe(0);
@@ -93,6 +95,37 @@ describe("SinkSet", () => {
     const eos = setUp({ exactlyOnce: true, positions });
     await eos.sinks.prepare([record(0, 5)], () => false);
     expect(eos.sinks.written("totals", record(0, 5))).toBe(false);
+  });
+
+  test("ownership is the one when the write goes through: a partition lost while the sink was down is left out and answered", async () => {
+    const { sink, sinks } = setUp();
+    sink.fail(2);
+    sinks.add(new Map([["totals", [rowOf(0, 1), rowOf(1, 2)]]]), none);
+    let calls = 0;
+    // Both owned at the first attempts; partition 1 gone by the one that goes through.
+    const owned = () => new PartitionSet(++calls < 3 ? [{ topic: "orders", partition: 0 }, { topic: "orders", partition: 1 }] : [{ topic: "orders", partition: 0 }]);
+    const leftOut = await sinks.write(sinks.take(), [{ topic: "orders", partition: 0, offset: 2n }, { topic: "orders", partition: 1, offset: 3n }], async () => {}, () => false, owned);
+    expect(sink.writes).toEqual([{ rows: [1], offsets: ["orders:0@2"] }]);
+    expect([...leftOut].map((tp) => `${tp.topic}:${tp.partition}`)).toEqual(["orders:1"]);
+  });
+
+  test("behind a repartition hop, the sink follows the hop topic: a window fired on hop partition 5 is written while that partition is owned", async () => {
+    const windowed = compileTopology({ stages: [{ inputs: ["orders"], output: "totals", steps: [{ op: "windowedAggregate", timeColumn: "ts", windowMs: 60_000, groupBy: ["id"], aggs: [{ op: "count" }] }] }] }).stages;
+    const sink = recordingSink();
+    const sinks = new SinkSet(windowed, {
+      pipeline: "p", bindings, stateDir: "/nowhere", env: {}, exactlyOnce: false, log: () => {}, createSink: () => sink, hops: { 0: { topic: "fv-repartition-p-1" } },
+    }, emptyCounters());
+    // Fired by a timer: no source record, the hop partition's number.
+    const fired: SinkRow = { row: { id: 7 }, key: null, partition: 5, stageLabel: "stage 1" };
+    sinks.add(new Map([["totals", [fired]]]), none);
+    const hop5 = { topic: "fv-repartition-p-1", partition: 5 };
+    const leftOut = await sinks.write(sinks.take(), [{ ...hop5, offset: 9n }, { topic: "orders", partition: 1, offset: 4n }], async () => {}, () => false, owning(hop5, { topic: "orders", partition: 1 }));
+    expect(sink.writes).toEqual([{ rows: [7], offsets: ["fv-repartition-p-1:5@9"] }]);
+    expect(leftOut.size).toBe(0);
+    // A rebalance that moves hop partition 5 drops its buffered rows.
+    sinks.add(new Map([["totals", [fired]]]), none);
+    sinks.assigned([], [hop5]);
+    expect(sinks.take().get("totals")).toEqual([]);
   });
 
   test("an unreachable sink is waited out (sinksWaiting says why, then clears); a stop gives up", async () => {
