@@ -22,6 +22,11 @@ export interface PostgresSinkConfig {
 export interface HttpSinkConfig {
   kind: "http";
   url: string;
+  /**
+   * The URL as logs, errors, dead letters and /readyz show it: as written in the pipeline file
+   * (`${VAR}` not expanded, a password hidden); set by withEnvironment.
+   */
+  shownUrl?: string;
   method: "POST" | "PUT";
   /** `${VAR}` in a value is read from the environment at start. */
   headers: Record<string, string>;
@@ -89,7 +94,7 @@ export function withEnvironment<T extends SinkConfig>(config: T, dataset: string
   const url = expand(config.url, "url");
   if (config.kind === "postgres") return { ...config, url };
   const headers = Object.fromEntries(Object.entries((config as HttpSinkConfig).headers).map(([name, value]) => [name, expand(value, `headers.${name}`)]));
-  return { ...config, url, headers };
+  return { ...config, url, headers, shownUrl: redactedUrl(config.url) };
 }
 
 /** The URL with its password hidden, for logs and errors. */

@@ -16,6 +16,8 @@ import { connect as tlsConnect } from "node:tls";
 export interface HttpAnswer {
   status: number;
   body: string;
+  /** The Location header of a redirect. */
+  location?: string;
 }
 
 const encoder = new TextEncoder();
@@ -175,7 +177,8 @@ export class HttpConnection {
     // HTTP/1.0 closes unless told to keep alive; 1.1 keeps alive unless told to close.
     const connection = headers.get("connection") ?? "";
     if (/\bclose\b/i.test(connection) || (version === "1.0" && !/\bkeep-alive\b/i.test(connection))) this.close();
-    return { status, body: decoder.decode(body.subarray(0, BODY_LIMIT)) };
+    const location = headers.get("location");
+    return { status, body: decoder.decode(body.subarray(0, BODY_LIMIT)), ...(location ? { location } : {}) };
   }
 
   async #chunked(deadline: number): Promise<Uint8Array> {

@@ -13,7 +13,7 @@ import type { AsyncStateStore } from "../state/async-store.ts";
 import { Deduplicator } from "../state/deduplicator.ts";
 import type { HttpSinkConfig } from "./config.ts";
 import { HttpConnection } from "./http-connection.ts";
-import { type Refused, type Sink, type SinkRow, type SinkWritten, sinkDeadLetter } from "./sink.ts";
+import { DeadLetters, type Refused, type Sink, type SinkRow, type SinkWritten } from "./sink.ts";
 
 export interface HttpSinkOptions {
   pipeline: string;
@@ -33,6 +33,7 @@ export class HttpSink implements Sink {
   readonly #config: HttpSinkConfig;
   readonly #options: HttpSinkOptions;
   readonly #dedup = new Map<number, Deduplicator>();
+  readonly #deadLetters = new DeadLetters();
   #connection: HttpConnection | undefined;
 
   constructor(config: HttpSinkConfig, options: HttpSinkOptions) {
@@ -42,7 +43,12 @@ export class HttpSink implements Sink {
   }
 
   get #where(): string {
-    return `http sink "${this.dataset}" (${this.#config.method} ${this.#config.url})`;
+    return `http sink "${this.dataset}" (${this.#config.method} ${this.#shownUrl})`;
+  }
+
+  /** The URL as written in the pipeline file (its `${VAR}`s not expanded: they may hold tokens). */
+  get #shownUrl(): string {
+    return this.#config.shownUrl ?? this.#config.url;
   }
 
   /** The Deduplicator of one input partition. */
@@ -74,6 +80,12 @@ export class HttpSink implements Sink {
     let duplicates = 0;
     const byPartition = new Map<number, SinkRow[]>();
     for (const row of rows) {
+      // Refused by an earlier try of this checkpoint (which then found the service away): counted, not sent again.
+      const before = this.#deadLetters.of(row);
+      if (before) {
+        refused.push(before);
+        continue;
+      }
       const id = row.row[this.#config.id];
       if (id === undefined || id === null || typeof id === "object") {
         refused.push({ row, reason: "sink_rejected", message: `${this.#where}: the row has no id: column "${this.#config.id}" is ${id === undefined ? "missing" : JSON.stringify(id)}` });
@@ -122,7 +134,7 @@ export class HttpSink implements Sink {
   }
 
   async #deadLetter(refused: readonly Refused[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<void> {
-    if (refused.length) await deadLetter(refused.flatMap((r) => sinkDeadLetter(r, `http:${this.#config.url}`) ?? []));
+    await this.#deadLetters.send(refused, `http:${this.#shownUrl}`, deadLetter);
   }
 
   /**
@@ -166,6 +178,12 @@ export class HttpSink implements Sink {
     if (answer.status === 408 || answer.status === 429 || answer.status >= 500) {
       await dedup.forget(ids);
       throw new FvError("SINK_UNAVAILABLE", `${this.#where} answered HTTP ${answer.status}: ${body}`, { context: { sink: this.dataset, status: answer.status } });
+    }
+    // A redirect (or 1xx) is about the address, not these rows: the sink follows none, so every row would be refused.
+    if (answer.status < 400) {
+      await dedup.forget(ids);
+      const to = answer.location ? ` to ${answer.location}` : "";
+      throw new FvError("SINK_FAILED", `${this.#where} answered HTTP ${answer.status}${to}: the sink does not follow redirects; set the dataset's url to the address that answers`, { context: { sink: this.dataset, status: answer.status, field: "url" } });
     }
     return { ok: false, status: answer.status, body };
   }

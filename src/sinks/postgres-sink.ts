@@ -11,12 +11,13 @@ import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { CommitOffset, OutboundRecord } from "../kafka/port.ts";
 import { type PostgresSinkConfig, redactedUrl } from "./config.ts";
-import { type Refused, type Sink, type SinkRow, type SinkWritten, sinkDeadLetter } from "./sink.ts";
+import { DeadLetters, type Refused, type Sink, type SinkRow, type SinkWritten } from "./sink.ts";
 
 /** The table of offsets, one row per (pipeline, sink, topic, partition). */
 export const OFFSETS_TABLE = "fv_sink_offsets";
-/** Rows per INSERT statement (Postgres takes at most 65,535 parameters in one). */
+/** Rows per INSERT statement, at most: Postgres takes at most 65,535 parameters in one (see #upsert). */
 const ROWS_PER_STATEMENT = 1000;
+const PARAMETERS_PER_STATEMENT = 65_000;
 
 type Sql = postgres.Sql;
 type Column = { name: string; type: string };
@@ -41,6 +42,7 @@ export class PostgresSink implements Sink {
   #offsetsTableReady = false;
   /** Fields of rows that the table has no column for, each warned about once. */
   readonly #unknownFields = new Set<string>();
+  readonly #deadLetters = new DeadLetters();
 
   constructor(config: PostgresSinkConfig, options: PostgresSinkOptions) {
     this.#config = config;
@@ -84,61 +86,91 @@ export class PostgresSink implements Sink {
   async write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten> {
     return await this.#guard(async () => {
       await this.#ensureOffsetsTable();
-      // One row per key (ON CONFLICT may not touch a row twice in one statement).
-      const refused: Refused[] = [];
-      const latest = new Map<string, SinkRow>();
+      const keyed: SinkRow[] = [];
+      const noKey: Refused[] = [];
       for (const row of rows) {
         const missing = this.#config.key.find((column) => row.row[column] === undefined || row.row[column] === null);
-        if (missing !== undefined) {
-          refused.push({ row, reason: "sink_rejected", message: `${this.#where}: the row has no value for key column "${missing}"` });
-          continue;
-        }
-        // As text: 1 and "1" are one key to a numeric column. A later row of the key sets the
-        // fields it carries over the earlier one's, as two upserts one after the other would.
-        const key = JSON.stringify(this.#config.key.map((column) => String(row.row[column])));
-        const earlier = latest.get(key);
-        latest.set(key, earlier ? { ...row, row: { ...earlier.row, ...row.row } } : row);
+        if (missing === undefined) keyed.push(row);
+        else noKey.push({ row, reason: "sink_rejected", message: `${this.#where}: the row has no value for key column "${missing}"` });
       }
-      const upserts = [...latest.values()];
-      if (upserts.length > 0) await this.#ensureTable(upserts);
+      if (keyed.length > 0) await this.#ensureTable(keyed);
+      const send = (refused: readonly Refused[]) => this.#deadLetters.send(refused, `postgres:${this.#schema}.${this.#table}`, deadLetter);
+      let outcome: SinkWritten | undefined;
       try {
         await this.#sql.begin(async (tx) => {
-          for (let i = 0; i < upserts.length; i += ROWS_PER_STATEMENT) await this.#upsert(tx, upserts.slice(i, i + ROWS_PER_STATEMENT));
-          if (refused.length) await deadLetter(this.#deadLetters(refused));
+          const { fresh, skipped } = await this.#notWritten(tx, keyed, offsets);
+          const upserts = mergedByKey(fresh, this.#config.key);
+          for (const chunk of this.#chunks(upserts)) await this.#upsert(tx, chunk);
+          const refused = noKey.filter((r) => !skipped(r.row));
+          await send(refused);
           await this.#saveOffsets(tx, offsets);
+          outcome = { written: upserts.length, duplicates: keyed.length - fresh.length, refused };
         });
-        return { written: upserts.length, duplicates: 0, refused };
+        return outcome!;
       } catch (error) {
         if (!isRowError(error)) throw error;
       }
       // A row the database refused failed the whole transaction: again, one row at a time, each
       // behind a savepoint, so only the refused rows are left out (and dead-lettered).
-      let written = 0;
-      const refusedNow: Refused[] = [];
       await this.#sql.begin(async (tx) => {
+        const { fresh, skipped } = await this.#notWritten(tx, keyed, offsets);
+        const upserts = mergedByKey(fresh, this.#config.key);
+        let written = 0;
+        const refused = noKey.filter((r) => !skipped(r.row));
         for (const row of upserts) {
           try {
             await tx.savepoint((sp) => this.#upsert(sp, [row]));
             written++;
           } catch (error) {
             if (!isRowError(error)) throw error;
-            refusedNow.push({ row, reason: "sink_rejected", message: `${this.#where} refused the row: ${(error as Error).message} (SQLSTATE ${(error as { code?: string }).code})` });
+            refused.push({ row, reason: "sink_rejected", message: `${this.#where} refused the row: ${(error as Error).message} (SQLSTATE ${(error as { code?: string }).code})` });
           }
         }
-        const all = [...refused, ...refusedNow];
-        if (all.length) await deadLetter(this.#deadLetters(all));
+        await send(refused);
         await this.#saveOffsets(tx, offsets);
+        outcome = { written, duplicates: keyed.length - fresh.length, refused };
       });
-      return { written, duplicates: 0, refused: [...refused, ...refusedNow] };
+      return outcome!;
     });
+  }
+
+  /**
+   * The rows of this write that no later write holds already. The offsets' rows are locked first
+   * (FOR UPDATE), so two members writing one partition take turns; a partition whose stored next
+   * offset is at or past this write's was written by its new owner (or by this member, before a
+   * replay): its rows are not written again. Without it a member that lost its partitions while
+   * paused (its exactly-once transaction is refused only later) would write older values over
+   * the new owner's. A row a timer fired counts with the offsets of its partition number.
+   */
+  async #notWritten(tx: postgres.TransactionSql, rows: readonly SinkRow[], offsets: readonly CommitOffset[]): Promise<{ fresh: SinkRow[]; skipped: (row: SinkRow) => boolean }> {
+    if (offsets.length === 0) return { fresh: [...rows], skipped: () => false };
+    const stored = await tx<Array<{ topic: string; partition: number; next_offset: string }>>`
+      SELECT topic, partition, next_offset FROM ${tx(this.#offsetsTable)}
+      WHERE pipeline = ${this.#pipeline} AND sink = ${this.dataset} AND partition IN ${tx(offsets.map((o) => o.partition))}
+      ORDER BY topic, partition FOR UPDATE`;
+    const ahead = new Map(stored.map((s) => [`${s.topic}:${s.partition}`, BigInt(s.next_offset)]));
+    const done = new Set<string>();
+    const donePartitions = new Set<number>();
+    for (const o of offsets) {
+      const next = ahead.get(`${o.topic}:${o.partition}`);
+      if (next !== undefined && next >= o.offset) (done.add(`${o.topic}:${o.partition}`), donePartitions.add(o.partition));
+    }
+    if (done.size === 0) return { fresh: [...rows], skipped: () => false };
+    const skipped = (row: SinkRow) => row.source ? done.has(`${row.source.topic}:${row.source.partition}`) : donePartitions.has(row.partition);
+    return { fresh: rows.filter((row) => !skipped(row)), skipped };
+  }
+
+  /** Upserts in statements of at most ROWS_PER_STATEMENT rows, and PARAMETERS_PER_STATEMENT values. */
+  #chunks(rows: readonly SinkRow[]): SinkRow[][] {
+    const perRow = Math.max(1, this.#columns?.length ?? 1);
+    const size = Math.max(1, Math.min(ROWS_PER_STATEMENT, Math.floor(PARAMETERS_PER_STATEMENT / perRow)));
+    const out: SinkRow[][] = [];
+    for (let i = 0; i < rows.length; i += size) out.push(rows.slice(i, i + size));
+    return out;
   }
 
   async close(): Promise<void> {
     await this.#sql.end({ timeout: 5 }).catch(() => {});
-  }
-
-  #deadLetters(refused: readonly Refused[]): OutboundRecord[] {
-    return refused.flatMap((r) => sinkDeadLetter(r, `postgres:${this.#schema}.${this.#table}`) ?? []);
   }
 
   /**
@@ -252,12 +284,28 @@ function isRowError(error: unknown): boolean {
 
 /**
  * Try again later: the server went away or cannot take us now (class 08, shutdown 57P0x, too many
- * connections 53300), a transaction that lost a race (deadlock 40P01, serialization 40001), a
- * lock or statement that waited too long (55P03, 57014), a name that did not resolve now.
+ * connections 53300, read-only while a standby is promoted 25006), a transaction that lost a race
+ * (deadlock 40P01, serialization 40001), a lock, statement or open transaction that waited too
+ * long (55P03, 57014, 25P03), a network or name that is not there now.
  */
 function isUnavailable(code: string): boolean {
-  return /^08/.test(code) || /^57P0[1-3]$/.test(code) || /^(53300|40P01|40001|55P03|57014)$/.test(code) ||
-    /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED)$/.test(code);
+  return /^08/.test(code) || /^57P0[1-3]$/.test(code) || /^(53300|25006|40P01|40001|55P03|57014|25P03)$/.test(code) ||
+    /^(ECONNREFUSED|ECONNRESET|ECONNABORTED|ETIMEDOUT|EPIPE|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|EHOSTDOWN|ENETUNREACH|CONNECT_TIMEOUT|CONNECTION_CLOSED|CONNECTION_ENDED|CONNECTION_DESTROYED)$/.test(code);
+}
+
+/**
+ * One row per key (ON CONFLICT may not touch a row twice in one statement). As text: 1 and "1" are
+ * one key to a numeric column. A later row of the key sets the fields it carries over the earlier
+ * one's, as two upserts one after the other would.
+ */
+function mergedByKey(rows: readonly SinkRow[], key: readonly string[]): SinkRow[] {
+  const latest = new Map<string, SinkRow>();
+  for (const row of rows) {
+    const k = JSON.stringify(key.map((column) => String(row.row[column])));
+    const earlier = latest.get(k);
+    latest.set(k, earlier ? { ...row, row: { ...earlier.row, ...row.row } } : row);
+  }
+  return [...latest.values()];
 }
 
 /** Concurrent members may both create a table: the loser's "already exists" is not an error. */

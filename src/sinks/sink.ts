@@ -50,6 +50,27 @@ export interface Sink {
   close(): Promise<void>;
 }
 
+/**
+ * A sink's dead letters, each row's sent once: a checkpoint's write that is tried again (the sink
+ * went away after its rows were refused) hands the same rows, and their dead letters are not sent
+ * again. (After a crash the rows are new objects: a replay dead-letters them again, at least once.)
+ */
+export class DeadLetters {
+  readonly #sent = new WeakMap<SinkRow, Refused>();
+
+  async send(refused: readonly Refused[], sink: string, deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<void> {
+    const fresh = refused.filter((r) => !this.#sent.has(r.row));
+    if (fresh.length === 0) return;
+    await deadLetter(fresh.flatMap((r) => sinkDeadLetter(r, sink) ?? []));
+    for (const r of fresh) this.#sent.set(r.row, r);
+  }
+
+  /** The refusal whose dead letter went out already for `row`, if any. */
+  of(row: SinkRow): Refused | undefined {
+    return this.#sent.get(row);
+  }
+}
+
 /** The dead letter of a row a sink refused: the row as the sink saw it, with the source record's place. */
 export function sinkDeadLetter(refused: Refused, sink: string): OutboundRecord | undefined {
   const { row } = refused;

@@ -13,6 +13,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
+import { PostgresSink } from "../../src/sinks/postgres-sink.ts";
+import type { SinkRow } from "../../src/sinks/sink.ts";
 import { adminUrlOf, type CliRun, lastRecord, logsOf, startCli, waitFor } from "../helpers/cli.ts";
 import { collect, createTopic, header, json, produce, uniqueName } from "../helpers/kafka.ts";
 import { pipelineFile } from "../helpers/pipelines.ts";
@@ -241,6 +243,46 @@ describe("postgres sink", () => {
       rmSync(home, { recursive: true, force: true });
     }
   }, 180_000);
+});
+
+describe("postgres sink, the class on the real database", () => {
+  const row = (id: number, v: number, partition: number, offset: number, extra: Record<string, unknown> = {}): SinkRow => ({
+    row: { id, v, ...extra }, key: String(id), partition, stageLabel: "stage 1",
+    source: { topic: "in", partition, offset: BigInt(offset), timestamp: 0n, key: null, value: null, headers: [] },
+  });
+  const sinkOf = (table: string) => new PostgresSink({ kind: "postgres", url: PG_URL, table, key: ["id"] }, { pipeline: "class-test", dataset: table, log: () => {} });
+
+  test("a member that lost its partition writes nothing over the new owner's rows: a write behind the stored offset is skipped", async () => {
+    const table = uniqueName("pg_zombie").replace(/-/g, "_");
+    const sink = sinkOf(table);
+    try {
+      // The new owner wrote partition 0 up to offset 150, with v = 2.
+      expect(await sink.write([row(1, 2, 0, 149)], [{ topic: "in", partition: 0, offset: 150n }], async () => {})).toEqual({ written: 1, duplicates: 0, refused: [] });
+      // The old owner, paused until now, writes what it read up to 120, with v = 1; and partition 1, which nobody wrote.
+      const late = await sink.write([row(1, 1, 0, 119), row(2, 1, 1, 5)], [{ topic: "in", partition: 0, offset: 120n }, { topic: "in", partition: 1, offset: 6n }], async () => {});
+      expect(late).toEqual({ written: 1, duplicates: 1, refused: [] });
+      expect((await sql`SELECT id, v FROM ${sql(table)} ORDER BY id`).map((r) => [Number(r.id), Number(r.v)])).toEqual([[1, 2], [2, 1]]);
+      const offsets = await sql`SELECT partition, next_offset FROM fv_sink_offsets WHERE pipeline = 'class-test' AND sink = ${table} ORDER BY partition`;
+      expect(offsets.map((r) => [r.partition, String(r.next_offset)])).toEqual([[0, "150"], [1, "6"]]);
+    } finally {
+      await sink.close();
+      await sql`DROP TABLE IF EXISTS ${sql(table)}`;
+    }
+  });
+
+  test("a table of 80 columns takes 2,000 rows in one checkpoint (statements stay under Postgres's 65,535 parameters)", async () => {
+    const table = uniqueName("pg_wide").replace(/-/g, "_");
+    const sink = sinkOf(table);
+    const wide = (i: number) => Object.fromEntries(Array.from({ length: 78 }, (_, c) => [`c${c}`, i + c]));
+    try {
+      const rows = Array.from({ length: 2000 }, (_, i) => row(i, i, 0, i, wide(i)));
+      expect(await sink.write(rows, [{ topic: "in", partition: 0, offset: 2000n }], async () => {})).toEqual({ written: 2000, duplicates: 0, refused: [] });
+      expect(Number((await sql`SELECT count(*) AS c, sum(c77) AS s FROM ${sql(table)}`)[0]!.c)).toBe(2000);
+    } finally {
+      await sink.close();
+      await sql`DROP TABLE IF EXISTS ${sql(table)}`;
+    }
+  });
 });
 
 /** An HTTP service that records every row it is sent, by id. */
