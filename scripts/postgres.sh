@@ -21,15 +21,20 @@
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ -n "${FV_POSTGRES_HOME:-}" ]]; then HOME_DIR="$(realpath -m "$FV_POSTGRES_HOME")"; else HOME_DIR="$REPO_ROOT/.postgres"; fi
+if [[ -n "${FV_POSTGRES_HOME:-}" ]]; then WANTED_HOME="$(realpath -m "$FV_POSTGRES_HOME")"; else WANTED_HOME="$REPO_ROOT/.postgres"; fi
 # As root the server runs as `postgres`, which must reach the folder: a checkout it cannot enter
-# (under /root, say) keeps the server's data in /var/tmp instead, one folder per checkout.
-if [[ "$(id -u)" = 0 ]] && id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$(dirname "$HOME_DIR")" 2>/dev/null; then
-  HOME_DIR="/var/tmp/fv-postgres-$(printf '%s' "$HOME_DIR" | cksum | cut -d' ' -f1)"
-fi
-DATA_DIR="$HOME_DIR/data"
-RUN_DIR="$HOME_DIR/run"
-LOG_FILE="$HOME_DIR/server.log"
+# (under /root, say) keeps the server's data in /var/tmp instead, one folder per checkout. Decided
+# again once the package is installed (the `postgres` user comes with it).
+place_home() {
+  HOME_DIR="$WANTED_HOME"
+  if [[ "$(id -u)" = 0 ]] && id postgres >/dev/null 2>&1 && ! runuser -u postgres -- test -x "$(dirname "$HOME_DIR")" 2>/dev/null; then
+    HOME_DIR="/var/tmp/fv-postgres-$(printf '%s' "$HOME_DIR" | cksum | cut -d' ' -f1)"
+  fi
+  DATA_DIR="$HOME_DIR/data"
+  RUN_DIR="$HOME_DIR/run"
+  LOG_FILE="$HOME_DIR/server.log"
+}
+place_home
 PORT="${FV_POSTGRES_PORT:-5432}"
 [[ "$PORT" =~ ^[0-9]+$ ]] || { echo "postgres.sh: FV_POSTGRES_PORT must be a port number, not $PORT" >&2; exit 2; }
 URL="postgres://postgres@127.0.0.1:$PORT/postgres"
@@ -53,6 +58,14 @@ install_postgres() {
       { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql >/dev/null 2>&1; }; } ||
       { echo "postgres.sh: could not install postgresql with apt-get; install it, or set PG_BIN to the folder of initdb and pg_ctl" >&2; exit 1; }
     bin=$(find_bin)
+    # Debian's package creates and starts a cluster of its own (on 5432, with passwords) where
+    # services may start: stopped, and left to start by hand, so it does not answer for ours.
+    if command -v pg_lsclusters >/dev/null 2>&1; then
+      pg_lsclusters -h 2>/dev/null | while read -r version name _; do
+        pg_ctlcluster "$version" "$name" stop >/dev/null 2>&1 || true
+        if [[ -f "/etc/postgresql/$version/$name/start.conf" ]]; then echo manual >"/etc/postgresql/$version/$name/start.conf"; fi
+      done || true
+    fi
   fi
   [[ -n "$bin" && -x "$bin/initdb" ]] || { echo "postgres.sh: PostgreSQL is not installed (no initdb under /usr/lib/postgresql/*/bin); install Debian's postgresql package, or set PG_BIN" >&2; exit 1; }
   echo "$bin"
@@ -75,6 +88,7 @@ server_pid() {
 cmd_up() {
   local bin
   bin=$(install_postgres)
+  place_home
   if answers "$bin"; then return 0; fi
   mkdir -p "$HOME_DIR" "$RUN_DIR"
   [[ "$(id -u)" = 0 ]] && chown postgres: "$HOME_DIR" "$RUN_DIR"

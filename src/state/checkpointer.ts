@@ -132,9 +132,10 @@ export class StoreCheckpointer {
       throw error;
     }
     this.#metrics?.checkpointCommitted(performance.now() - started);
-    // Snapshots no cursor names any more (an older one, or one a crash left before its cursor).
+    // Snapshots no cursor names any more (an older one, or one a crash left before its cursor);
+    // only this key's own (the listing by prefix also holds those of keys below it, "a/b" for "a").
     const prefix = `snapshots/${key}/`;
-    for (const old of await this.#state.list(prefix)) if (old !== prefix + id) await this.#state.delete(old);
+    for (const old of await this.#state.list(prefix)) if (old !== prefix + id && !old.slice(prefix.length).includes("/")) await this.#state.delete(old);
   }
 
   /** The last committed snapshot and cursor of `key`, or undefined when none was committed. */

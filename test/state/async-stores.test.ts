@@ -180,6 +180,20 @@ describe("StoreCheckpointer", () => {
     expect(await checkpoints.restore("never")).toBeUndefined();
   });
 
+  test("committing a key keeps the snapshots of keys below it (\"a\" and \"a/b\")", async () => {
+    const store = memoryStore();
+    const checkpoints = new StoreCheckpointer(store, new CursorsIn(store), { deadlineMs: 1000, maxConsecutiveFailures: 3 });
+    const op = compiled.create();
+    run(op, "ts", [row({ ts: 1, sym: "A", px: 1 })]);
+    await checkpoints.commit("a/b", op.snapshot(), { "t/0": "1" });
+    await checkpoints.commit("a", op.snapshot(), { "t/0": "1" });
+    await checkpoints.commit("a", op.snapshot(), { "t/0": "2" });
+    expect((await checkpoints.restore("a/b"))?.cursor).toEqual({ "t/0": "1" });
+    expect((await checkpoints.restore("a"))?.cursor).toEqual({ "t/0": "2" });
+    // One snapshot each: "a"'s older one went.
+    expect((await store.list("snapshots/")).map((k) => k.replace(/\/[^/]+$/, ""))).toEqual(["snapshots/a", "snapshots/a/b"]);
+  });
+
   test("a snapshot that fails to write leaves the old cursor; a hung one times out; failures in a row open the circuit", async () => {
     const store = memoryStore();
     const events: string[] = [];
