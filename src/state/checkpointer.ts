@@ -73,7 +73,8 @@ export class Checkpointer {
  * goes under a key of its own (`snapshots/<key>/<id>`) and the cursor names it (`@snapshot`), so
  * a crash between the two leaves the old cursor with the old snapshot it names: a reader never
  * gets a snapshot with a cursor from before it (which would replay records the snapshot already
- * holds). Older snapshots are deleted once the cursor names the new one. Each step has the deadline, and failures in
+ * holds). Older snapshots are deleted once the cursor names the new one (but the one before it:
+ * a cursor write that timed out may land late and name it). Each step has the deadline, and failures in
  * a row open the circuit (`CHECKPOINT_CIRCUIT_OPEN`). Commits, failures and timeouts are counted
  * (`counters`) and reported to the Metrics given.
  *
@@ -98,6 +99,11 @@ export class StoreCheckpointer {
   readonly #metrics: CheckpointMetrics | undefined;
   /** Snapshots this checkpointer wrote (part of each snapshot's id). */
   #written = 0;
+  /**
+   * The snapshot each key's last commit named: kept through the next commit too, since a cursor
+   * write that timed out may still land after it and name that one.
+   */
+  readonly #previous = new Map<string, string>();
 
   constructor(state: AsyncStateStore, cursors: AsyncCursorStore, options: CheckpointerOptions & { metrics?: CheckpointMetrics }) {
     this.#checkpointer = new Checkpointer(options);
@@ -132,10 +138,17 @@ export class StoreCheckpointer {
       throw error;
     }
     this.#metrics?.checkpointCommitted(performance.now() - started);
-    // Snapshots no cursor names any more (an older one, or one a crash left before its cursor);
-    // only this key's own (the listing by prefix also holds those of keys below it, "a/b" for "a").
+    // Snapshots no cursor names any more (older ones, or one a crash left before its cursor); only
+    // this key's own (the listing by prefix also holds those of keys below it, "a/b" for "a"). Best
+    // effort: the checkpoint is committed, and what stays is deleted by a later commit.
     const prefix = `snapshots/${key}/`;
-    for (const old of await this.#state.list(prefix)) if (old !== prefix + id && !old.slice(prefix.length).includes("/")) await this.#state.delete(old);
+    const keep = new Set([prefix + id, prefix + (this.#previous.get(key) ?? id)]);
+    this.#previous.set(key, id);
+    try {
+      for (const old of await this.#state.list(prefix)) if (!keep.has(old) && !old.slice(prefix.length).includes("/")) await this.#state.delete(old);
+    } catch {
+      // left for the next commit
+    }
   }
 
   /** The last committed snapshot and cursor of `key`, or undefined when none was committed. */
