@@ -18,6 +18,8 @@ export const OFFSETS_TABLE = "fv_sink_offsets";
 /** Rows per INSERT statement, at most: Postgres takes at most 65,535 parameters in one (see #upsert). */
 const ROWS_PER_STATEMENT = 1000;
 const PARAMETERS_PER_STATEMENT = 65_000;
+/** How often the table's columns are read again while rows carry a field the table has no column for. */
+const COLUMNS_MS = 30_000;
 
 type Sql = postgres.Sql;
 type Column = { name: string; type: string };
@@ -26,6 +28,8 @@ export interface PostgresSinkOptions {
   pipeline: string;
   dataset: string;
   log: Logger;
+  /** How often the columns are read again while rows carry a field without one (default COLUMNS_MS). */
+  columnsMs?: number;
 }
 
 export class PostgresSink implements Sink {
@@ -42,6 +46,9 @@ export class PostgresSink implements Sink {
   #offsetsTableReady = false;
   /** Fields of rows that the table has no column for, each warned about once. */
   readonly #unknownFields = new Set<string>();
+  /** When the columns were last read: a field without a column reads them again after COLUMNS_MS (an ALTER TABLE meanwhile). */
+  #columnsReadAt = 0;
+  readonly #columnsMs: number;
   readonly #deadLetters = new DeadLetters();
 
   constructor(config: PostgresSinkConfig, options: PostgresSinkOptions) {
@@ -49,6 +56,7 @@ export class PostgresSink implements Sink {
     this.dataset = options.dataset;
     this.#pipeline = options.pipeline;
     this.#log = options.log;
+    this.#columnsMs = options.columnsMs ?? COLUMNS_MS;
     const [schema, table] = config.table.includes(".") ? config.table.split(".") as [string, string] : ["public", config.table];
     this.#schema = schema;
     this.#table = table;
@@ -221,7 +229,10 @@ export class PostgresSink implements Sink {
 
   /** Reads the table's columns; a missing table is created from these rows (Kafka Connect's auto.create). */
   async #ensureTable(rows: readonly SinkRow[]): Promise<void> {
+    // Rows carried fields the table had no column for: read again now and then (an ALTER TABLE meanwhile).
+    if (this.#columns !== undefined && this.#unknownFields.size > 0 && Date.now() - this.#columnsReadAt >= this.#columnsMs) this.#columns = undefined;
     if (this.#columns === undefined) {
+      this.#columnsReadAt = Date.now();
       const found = await this.#sql<Column[]>`
         SELECT column_name AS name, data_type AS type FROM information_schema.columns
         WHERE table_schema = ${this.#schema} AND table_name = ${this.#table} ORDER BY ordinal_position`;
@@ -229,6 +240,7 @@ export class PostgresSink implements Sink {
         const missingKey = this.#config.key.filter((k) => !found.some((c) => c.name === k));
         if (missingKey.length) throw new FvError("SINK_FAILED", `${this.#where}: the table has no column ${missingKey.map((k) => `"${k}"`).join(", ")} of the sink's key. Fix the dataset's key, or the table`, { context: { field: "key" } });
         this.#columns = [...found];
+        for (const c of found) this.#unknownFields.delete(c.name);
       } else {
         this.#columns = await this.#createTable(rows);
       }
@@ -237,7 +249,7 @@ export class PostgresSink implements Sink {
       for (const field of Object.keys(row)) {
         if (this.#unknownFields.has(field) || this.#columns.some((c) => c.name === field)) continue;
         this.#unknownFields.add(field);
-        this.#log("warn", `${this.#where}: the table has no column "${field}", so that field of the rows is not written; add the column (ALTER TABLE) to keep it`);
+        this.#log("warn", `${this.#where}: the table has no column "${field}", so that field of the rows is not written; add the column (ALTER TABLE) to keep it (the sink reads the columns again every ${this.#columnsMs / 1000} s while rows carry one it lacks)`);
       }
     }
   }

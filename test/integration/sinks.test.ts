@@ -270,6 +270,23 @@ describe("postgres sink, the class on the real database", () => {
     }
   });
 
+  test("a column added while the stream runs (ALTER TABLE) is written from then on", async () => {
+    const table = uniqueName("pg_alter").replace(/-/g, "_");
+    const logs: string[] = [];
+    const sink = new PostgresSink({ kind: "postgres", url: PG_URL, table, key: ["id"] }, { pipeline: "class-test", dataset: table, log: (_, m) => void logs.push(m), columnsMs: 0 });
+    try {
+      await sql.unsafe(`CREATE TABLE ${table} (id bigint PRIMARY KEY, v bigint)`);
+      await sink.write([row(1, 1, 0, 0, { note: "first" })], [], async () => {});
+      expect(logs.filter((l) => l.includes('no column "note"')).length).toBe(1);
+      await sql.unsafe(`ALTER TABLE ${table} ADD COLUMN note text`);
+      await sink.write([row(2, 2, 0, 1, { note: "second" })], [], async () => {});
+      expect((await sql`SELECT id, note FROM ${sql(table)} ORDER BY id`).map((r) => [Number(r.id), r.note])).toEqual([[1, null], [2, "second"]]);
+    } finally {
+      await sink.close();
+      await sql`DROP TABLE IF EXISTS ${sql(table)}`;
+    }
+  });
+
   test("a table of 80 columns takes 2,000 rows in one checkpoint (statements stay under Postgres's 65,535 parameters)", async () => {
     const table = uniqueName("pg_wide").replace(/-/g, "_");
     const sink = sinkOf(table);
