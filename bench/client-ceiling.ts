@@ -5,6 +5,8 @@
  * the loop of bench/peers/passthrough.ts). Every figure is rows/s of ~200-byte rows over a
  * 4-partition topic; ratios are within this run. Nothing is asserted.
  *
+ * Our consume and pass-through run twice: with our Fetch parser (the engine's) and with the library's.
+ *
  *   bun bench/client-ceiling.ts [rows=500000] [rounds=3]
  *   CPU_PROFILE=consume bun --cpu-prof bench/client-ceiling.ts 500000 1    (one phase only)
  *
@@ -12,6 +14,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { join, resolve } from "node:path";
+import { fetchParsing } from "../src/kafka/platformatic/fetch-parser.ts";
 import type { OutboundRecord } from "../src/kafka/port.ts";
 import { BROKERS, client, fmt, load, median, nextName, row } from "./lib.ts";
 
@@ -119,7 +122,19 @@ const phases: Array<[string, () => number | Promise<number>]> = [
   ["fv produce", produce],
   ["fv consume", () => consume(input)],
   ["fv pass-through", () => passThrough(input)],
+  // The same two with the library's own Fetch parser (src/kafka/platformatic/fetch-parser.ts is ours).
+  ["fv consume, library parser", () => withLibraryParser(() => consume(input))],
+  ["fv pass-through, library parser", () => withLibraryParser(() => passThrough(input))],
 ];
+
+async function withLibraryParser(run: () => Promise<number>): Promise<number> {
+  fetchParsing.lean = false;
+  try {
+    return await run();
+  } finally {
+    fetchParsing.lean = true;
+  }
+}
 const results = new Map<string, number[]>();
 for (let round = 1; round <= ROUNDS; round++) {
   for (const [name, phase] of phases) {
@@ -135,4 +150,5 @@ console.log(`\n${N.toLocaleString("en")} rows, median of ${ROUNDS} (Bun ${proces
 console.log(`produce       fv ${fmt(m("fv produce"))}  ÷ ProducerPerformance ${fmt(m("ProducerPerformance (Java)"))} = ${(m("fv produce") / m("ProducerPerformance (Java)")).toFixed(2)}`);
 console.log(`consume       fv ${fmt(m("fv consume"))}  ÷ ConsumerPerformance ${fmt(m("ConsumerPerformance (Java)"))} = ${(m("fv consume") / m("ConsumerPerformance (Java)")).toFixed(2)}`);
 console.log(`pass-through  fv ${fmt(m("fv pass-through"))}  ÷ ceiling (slower of the two) ${fmt(ceiling)} = ${(m("fv pass-through") / ceiling).toFixed(2)}`);
+console.log(`our Fetch parser ÷ the library's: consume ${(m("fv consume") / m("fv consume, library parser")).toFixed(2)}, pass-through ${(m("fv pass-through") / m("fv pass-through, library parser")).toFixed(2)} (library parser: consume ${fmt(m("fv consume, library parser"))}, pass-through ${fmt(m("fv pass-through, library parser"))})`);
 process.exit(0);

@@ -9,7 +9,8 @@
  *     here, with its local store (STREAM_STATE_DIR kept: only the changelog's tail is read); on a
  *     new machine (an empty STREAM_STATE_DIR: the whole changelog is read into the store); and
  *     with the store off (STREAM_STATE_DIR=off: the whole changelog is decoded into memory);
- *   - the parts of it, per partition: admin.readPartition (read_committed, up to the end) and
+ *   - the parts of it, per partition: admin.readPartition (read_committed, up to the end; with our
+ *     Fetch parser, the engine's, and again with the library's) and
  *     decode + op.restore;
  *   - Kafka's ConsumerPerformance reading the same changelog topic (the read ceiling), when the
  *     Java side is built (bash bench/peers/build.sh).
@@ -22,6 +23,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { fetchParsing } from "../src/kafka/platformatic/fetch-parser.ts";
 import { BROKERS, client, fmt, nextName, runEngine, runtimeName } from "./lib.ts";
 
 const KEY_COUNTS = (process.argv[2] ?? "300000,3000000").split(",").map(Number);
@@ -79,13 +81,19 @@ for (const keys of KEY_COUNTS) {
   rmSync(fresh, { recursive: true, force: true });
   // The parts, per partition, in this process.
   const admin = client.admin({ clientId: "bench-restore" });
-  let readMs = 0;
-  let records = 0;
-  for (let p = 0; p < PARTITIONS; p++) {
-    const t0 = performance.now();
-    records += (await admin.readPartition(stateTopic, p)).length;
-    readMs += performance.now() - t0;
-  }
+  const readAll = async () => {
+    let ms = 0;
+    let n = 0;
+    for (let p = 0; p < PARTITIONS; p++) {
+      const t0 = performance.now();
+      n += (await admin.readPartition(stateTopic, p)).length;
+      ms += performance.now() - t0;
+    }
+    return { ms, n };
+  };
+  const { ms: readMs, n: records } = await readAll();
+  fetchParsing.lean = false;
+  const library = await readAll().finally(() => (fetchParsing.lean = true));
   await admin.close();
   const readRate = records / (readMs / 1000);
   const ceiling = consumerPerformance(stateTopic, records);
@@ -93,7 +101,7 @@ for (const keys of KEY_COUNTS) {
   for (const [label, , m] of restarts) {
     console.log(`  restart, ${label.padEnd(26)} restoredRecords ${m.restoredRecords.toLocaleString("en")} (from the store ${m.restoredFromStore.toLocaleString("en")}) in restoreMs ${m.restoreMs} → ${fmt(m.restoredRecords / (m.restoreMs / 1000))} records/s (restoreRecordsPerSecond ${m.restoreRecordsPerSecond}), state keys ${m.stateKeys.toLocaleString("en")}`);
   }
-  console.log(`  admin.readPartition ×${PARTITIONS}    ${Math.round(readMs)} ms → ${fmt(readRate)} records/s`);
+  console.log(`  admin.readPartition ×${PARTITIONS}    ${Math.round(readMs)} ms → ${fmt(readRate)} records/s; with the library's Fetch parser ${Math.round(library.ms)} ms → ${fmt(library.n / (library.ms / 1000))} records/s (ours ÷ it ${(readRate / (library.n / (library.ms / 1000))).toFixed(2)})`);
   if (ceiling) {
     const ratios = restarts.map(([label, , m]) => `${label} ${(m.restoredRecords / (m.restoreMs / 1000) / ceiling).toFixed(2)}`).join(", ");
     console.log(`  ConsumerPerformance       ${fmt(ceiling)} records/s   restore ÷ it: ${ratios}; read ÷ it ${(readRate / ceiling).toFixed(2)}`);

@@ -74,9 +74,10 @@ export function dropAbortedRecords(response: FetchResponse): number {
  * emptied, so the library's own filter (which also throws on an abort marker of a transaction
  * that started before the fetched range) never runs. The hook is the client's protocol-API
  * lookup, found by its symbol's description; a library version without it is refused loudly.
+ * `fetchApi`, when given, replaces the library's Fetch API first (a leaner parser of its own).
  */
 // deno-lint-ignore no-explicit-any
-export function filterAbortedTransactions(consumer: any): void {
+export function filterAbortedTransactions(consumer: any, fetchApi?: (api: any) => any): void {
   const kGetApi = findSymbol(consumer, "plt.kafka.base.getApi");
   if (!kGetApi) throw new Error("@platformatic/kafka changed: its protocol-API lookup (plt.kafka.base.getApi) is gone; the read_committed fix in src/kafka/aborted-transactions.ts needs a new hook");
   const getApi = consumer[kGetApi].bind(consumer);
@@ -84,6 +85,7 @@ export function filterAbortedTransactions(consumer: any): void {
   consumer[kGetApi] = (name: string, callback: (error: unknown, api?: any) => void) =>
     getApi(name, (error: unknown, api: unknown) => {
       if (error || name !== "Fetch" || typeof api !== "function") return callback(error, api);
+      if (fetchApi) api = fetchApi(api);
       callback(null, (...args: unknown[]) => {
         const done = args.pop() as (error: unknown, response?: FetchResponse) => void;
         return (api as (...a: unknown[]) => unknown)(...args, (fetchError: unknown, response?: FetchResponse) => {

@@ -3,6 +3,7 @@ import { delay } from "../../async.ts";
 import { Admin as PltAdmin, Consumer as PltConsumer } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
 import { filterAbortedTransactions } from "../aborted-transactions.ts";
+import { leanFetch } from "./fetch-parser.ts";
 import type { Admin, CommitOffset, GroupMember, InboundRecord, ReadPartitionOptions, TopicSpec } from "../port.ts";
 import { parseUserData } from "./assigner.ts";
 import { byTopic, createMissingTopics, partitionsOf } from "../shared.ts";
@@ -70,7 +71,7 @@ export class PlatformaticAdmin implements Admin {
   async readPartition(topic: string, partition: number, options: ReadPartitionOptions = {}): Promise<InboundRecord[]> {
     const out: InboundRecord[] = [];
     const reader = new PltConsumer({ groupId: `fv-read-${crypto.randomUUID()}`, clientId: `${this.#clientId}-read`, bootstrapBrokers: this.#brokers, autocommit: false });
-    filterAbortedTransactions(reader);
+    filterAbortedTransactions(reader, leanFetch);
     try {
       const end = (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, isolationLevel: READ_COMMITTED })).get(topic)?.[partition] ?? 0n;
       // The log's start: 0 unless records were deleted from the front (EARLIEST is timestamp -2).

@@ -9,6 +9,7 @@ import type { Buffer } from "node:buffer";
 import { Admin as PltAdmin, Consumer as PltConsumer, type MessagesStream } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
 import { filterAbortedTransactions } from "../aborted-transactions.ts";
+import { leanFetch } from "./fetch-parser.ts";
 import type { CommitOffset, ConsumerOptions, GroupConsumer, GroupMetadata, InboundRecord, TopicPartition } from "../port.ts";
 import {
   byTopic,
@@ -95,7 +96,7 @@ export class PlatformaticConsumer implements GroupConsumer {
       ...GROUP_TIMINGS,
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
-    filterAbortedTransactions(this.#consumer);
+    filterAbortedTransactions(this.#consumer, leanFetch);
     // The library emits "error" when rejoining the group after a failed heartbeat fails too (a
     // zombie waking after its session timed out, or a close racing a rejoin). Unheard, that event
     // would crash the process; the next poll reports it instead, and the loop sorts it.
