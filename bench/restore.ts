@@ -74,6 +74,8 @@ for (const keys of KEY_COUNTS) {
     const producer = client.producer({ clientId: "bench-restart" });
     await producer.send(Array.from({ length: PARTITIONS }, (_, p) => ({ topic: input, partition: p, key: `restart${round}-${p}`, value: JSON.stringify({ key: `restart${round}-${p}`, qty: 1, ts: BASE }) })));
     await producer.close();
+    // Each restart stands for a fresh process: the last run's state is collected first, not while this one restores.
+    (globalThis as { Bun?: { gc(force: boolean): void } }).Bun?.gc(true);
     const restart = await runEngine(name, input, PARTITIONS, [step], { STREAM_STATE_DIR: dir }, (m) => m.stateKeys >= keys + PARTITIONS * round);
     restarts.push([label, dir, restart.final.metrics!]);
   }
