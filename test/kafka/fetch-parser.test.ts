@@ -62,6 +62,10 @@ describe("the lean Fetch parser reads what the library reads", () => {
     expect(readBatches(cut).map((b) => b.records.length)).toEqual([2]);
     expect(plain(readBatches(cut))).toEqual(plain(library(cut)));
     expect(readBatches(Buffer.alloc(0))).toEqual([]);
+    // A length shorter than a batch's own header is refused, not read forever.
+    const bad = Buffer.from(whole);
+    bad.writeInt32BE(-1, 8);
+    expect(() => readBatches(bad)).toThrow("less than its own header");
   });
 
   test("a whole v17 response: the same object as the library's, and a partition error thrown as its ResponseError", () => {

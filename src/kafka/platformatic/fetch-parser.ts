@@ -131,6 +131,7 @@ export function readBatches(buffer: Buffer): LeanBatch[] {
   // As the library: a batch cut short at the end of the fetch (its size limit) is left for the next fetch.
   while (buffer.length - at >= BATCH_HEAD && buffer.length - at - BATCH_HEAD >= buffer.readInt32BE(at + 8)) {
     const length = buffer.readInt32BE(at + 8);
+    if (length < RECORDS_AT - BATCH_HEAD) throw new RangeError(`a record batch at offset ${buffer.readBigInt64BE(at)} declares ${length} bytes, less than its own header`);
     const end = at + BATCH_HEAD + length;
     const batch: LeanBatch = {
       firstOffset: buffer.readBigInt64BE(at),
