@@ -145,8 +145,11 @@ export class Commits {
   /**
    * At-least-once checkpoint. The outputs are already acknowledged; what is committed is taken
    * now, between batches, and written off the loop's path, one checkpoint at a time, in order:
-   *   1. state: operator changelogs (dirty keys, covered input offsets) are written and acknowledged;
-   *   2. offsets: then the offsets are committed — never ahead of the state they depend on.
+   *   1. sinks: the rows kept for them since the last checkpoint are written (they are outputs, but
+   *      held until now: state that covers their records must not be durable before they are, or a
+   *      crash in between loses them: the restore would skip those records as done);
+   *   2. state: operator changelogs (dirty keys, covered input offsets) are written and acknowledged;
+   *   3. offsets: then the offsets are committed — never ahead of the state they depend on.
    * With `flush`, waits for it and every checkpoint before it.
    */
   async atLeastOnce(session: Session, options: { flush?: boolean } = {}): Promise<void> {
@@ -169,11 +172,16 @@ export class Commits {
       let committing = offsets;
       try {
         await this.#checkpoint([
-          { name: "state", run: async () => void (written = await session.collector.send(changelog)) },
-          // The rows into the sinks, with the offsets they cover (Postgres: in one SQL transaction), then Kafka's.
+          // The rows into the sinks, with the offsets they cover (Postgres: in one SQL transaction), then the state, then Kafka's offsets.
           ...this.#sinkStep(session, sinkRows, offsets, (records) => session.collector.send(records).then(() => {}), (leftOut) => {
-            if (leftOut.size > 0) committing = offsets.filter((o) => !leftOut.has(o));
+            if (leftOut.size === 0) return;
+            // The state drained for this checkpoint covers those rows' records too: written, the
+            // partition's next owner would restore it and skip them. It is given up with the
+            // session, which starts again from the last commit (the state as it was then).
+            if (changelog.length > 0) throw new FvError("KAFKA_RETRYABLE", "partitions moved while a sink was waited for: the checkpoint is given up and the session starts again from the last commit");
+            committing = offsets.filter((o) => !leftOut.has(o));
           }),
+          { name: "state", run: async () => void (written = await session.collector.send(changelog)) },
           { name: "offsets", run: () => session.consumer.commit(committing) },
         ]);
       } catch (error) {

@@ -182,10 +182,21 @@ export class HttpSink implements Sink {
     // A redirect (or 1xx) is about the address, not these rows: the sink follows none, so every row would be refused.
     if (answer.status < 400) {
       await dedup.forget(ids);
-      const to = answer.location ? ` to ${answer.location}` : "";
+      // Where it points, without its query or a password (a redirect may echo a token from the url).
+      const to = answer.location ? ` to ${shownLocation(answer.location, this.#config.url)}` : "";
       throw new FvError("SINK_FAILED", `${this.#where} answered HTTP ${answer.status}${to}: the sink does not follow redirects; set the dataset's url to the address that answers`, { context: { sink: this.dataset, status: answer.status, field: "url" } });
     }
     return { ok: false, status: answer.status, body };
+  }
+}
+
+/** A redirect's target as messages show it: origin and path, no query, fragment or password. */
+function shownLocation(location: string, base: string): string {
+  try {
+    const url = new URL(location, base);
+    return `${url.origin}${url.pathname}`;
+  } catch {
+    return "an address that is not a URL";
   }
 }
 

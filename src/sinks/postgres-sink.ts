@@ -106,13 +106,11 @@ export class PostgresSink implements Sink {
       let outcome: SinkWritten | undefined;
       try {
         await this.#sql.begin(async (tx) => {
-          const { fresh, skipped } = await this.#notWritten(tx, keyed, offsets);
-          const upserts = mergedByKey(fresh, this.#config.key);
+          const upserts = mergedByKey(keyed, this.#config.key);
           for (const chunk of this.#chunks(upserts)) await this.#upsert(tx, chunk);
-          const refused = noKey.filter((r) => !skipped(r.row));
-          await send(refused);
+          await send(noKey);
           await this.#saveOffsets(tx, offsets);
-          outcome = { written: upserts.length, duplicates: keyed.length - fresh.length, refused };
+          outcome = { written: upserts.length, duplicates: 0, refused: noKey };
         });
         return outcome!;
       } catch (error) {
@@ -121,10 +119,9 @@ export class PostgresSink implements Sink {
       // A row the database refused failed the whole transaction: again, one row at a time, each
       // behind a savepoint, so only the refused rows are left out (and dead-lettered).
       await this.#sql.begin(async (tx) => {
-        const { fresh, skipped } = await this.#notWritten(tx, keyed, offsets);
-        const upserts = mergedByKey(fresh, this.#config.key);
+        const upserts = mergedByKey(keyed, this.#config.key);
         let written = 0;
-        const refused = noKey.filter((r) => !skipped(r.row));
+        const refused = [...noKey];
         for (const row of upserts) {
           try {
             await tx.savepoint((sp) => this.#upsert(sp, [row]));
@@ -136,36 +133,10 @@ export class PostgresSink implements Sink {
         }
         await send(refused);
         await this.#saveOffsets(tx, offsets);
-        outcome = { written, duplicates: keyed.length - fresh.length, refused };
+        outcome = { written, duplicates: 0, refused };
       });
       return outcome!;
     });
-  }
-
-  /**
-   * The rows of this write that no later write holds already. The offsets' rows are locked first
-   * (FOR UPDATE), so two members writing one partition take turns; a partition whose stored next
-   * offset is at or past this write's was written by its new owner (or by this member, before a
-   * replay): its rows are not written again. Without it a member that lost its partitions while
-   * paused (its exactly-once transaction is refused only later) would write older values over
-   * the new owner's. A row a timer fired counts with the offsets of its partition number.
-   */
-  async #notWritten(tx: postgres.TransactionSql, rows: readonly SinkRow[], offsets: readonly CommitOffset[]): Promise<{ fresh: SinkRow[]; skipped: (row: SinkRow) => boolean }> {
-    if (offsets.length === 0) return { fresh: [...rows], skipped: () => false };
-    const stored = await tx<Array<{ topic: string; partition: number; next_offset: string }>>`
-      SELECT topic, partition, next_offset FROM ${tx(this.#offsetsTable)}
-      WHERE pipeline = ${this.#pipeline} AND sink = ${this.dataset} AND partition IN ${tx(offsets.map((o) => o.partition))}
-      ORDER BY topic, partition FOR UPDATE`;
-    const ahead = new Map(stored.map((s) => [`${s.topic}:${s.partition}`, BigInt(s.next_offset)]));
-    const done = new Set<string>();
-    const donePartitions = new Set<number>();
-    for (const o of offsets) {
-      const next = ahead.get(`${o.topic}:${o.partition}`);
-      if (next !== undefined && next >= o.offset) (done.add(`${o.topic}:${o.partition}`), donePartitions.add(o.partition));
-    }
-    if (done.size === 0) return { fresh: [...rows], skipped: () => false };
-    const skipped = (row: SinkRow) => row.source ? done.has(`${row.source.topic}:${row.source.partition}`) : donePartitions.has(row.partition);
-    return { fresh: rows.filter((row) => !skipped(row)), skipped };
   }
 
   /** Upserts in statements of at most ROWS_PER_STATEMENT rows, and PARAMETERS_PER_STATEMENT values. */

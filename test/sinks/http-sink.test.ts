@@ -69,11 +69,12 @@ describe("http sink", () => {
   });
 
   test("a redirect fails the stream, naming the url to fix; no row is dead-lettered", async () => {
-    const { url } = await service([{ status: 301, headers: { location: "https://elsewhere.example/in" } }]);
+    const { url } = await service([{ status: 301, headers: { location: "https://elsewhere.example/in?token=s3cr3t" } }]);
     const dead: OutboundRecord[] = [];
     const failure = await sinkTo(url).write([row(1)], [], async (r) => void dead.push(...r)).catch((e: FvError) => e);
     expect((failure as FvError).code).toBe("SINK_FAILED");
     expect((failure as FvError).message).toContain("answered HTTP 301 to https://elsewhere.example/in: the sink does not follow redirects");
+    expect((failure as FvError).message).not.toContain("s3cr3t");
     expect(dead).toEqual([]);
   });
 
