@@ -102,26 +102,23 @@ export class PostgresSink implements Sink {
         else noKey.push({ row, reason: "sink_rejected", message: `${this.#where}: the row has no value for key column "${missing}"` });
       }
       if (keyed.length > 0) await this.#ensureTable(keyed);
+      const upserts = mergedByKey(keyed, this.#config.key);
       const send = (refused: readonly Refused[]) => this.#deadLetters.send(refused, `postgres:${this.#schema}.${this.#table}`, deadLetter);
-      let outcome: SinkWritten | undefined;
       try {
         await this.#sql.begin(async (tx) => {
-          const upserts = mergedByKey(keyed, this.#config.key);
           for (const chunk of this.#chunks(upserts)) await this.#upsert(tx, chunk);
           await send(noKey);
           await this.#saveOffsets(tx, offsets);
-          outcome = { written: upserts.length, duplicates: 0, refused: noKey };
         });
-        return outcome!;
+        return { written: upserts.length, duplicates: 0, refused: noKey };
       } catch (error) {
         if (!isRowError(error)) throw error;
       }
       // A row the database refused failed the whole transaction: again, one row at a time, each
       // behind a savepoint, so only the refused rows are left out (and dead-lettered).
+      let written = 0;
+      const refused = [...noKey];
       await this.#sql.begin(async (tx) => {
-        const upserts = mergedByKey(keyed, this.#config.key);
-        let written = 0;
-        const refused = [...noKey];
         for (const row of upserts) {
           try {
             await tx.savepoint((sp) => this.#upsert(sp, [row]));
@@ -133,9 +130,8 @@ export class PostgresSink implements Sink {
         }
         await send(refused);
         await this.#saveOffsets(tx, offsets);
-        outcome = { written, duplicates: 0, refused };
       });
-      return outcome!;
+      return { written, duplicates: 0, refused };
     });
   }
 

@@ -356,14 +356,20 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(countTags(await admin.readPartition(topic, 0)), { "committed-1": 5, "committed-2": 10 });
     });
 
-    test("a second transactional producer with the same id fences the first", async () => {
-      const output = await topicWith(1);
+    /** Producer a with a transaction open (one record sent), then b with the same id, ready: a is fenced. */
+    const fencedPair = async (output: string) => {
       const id = uniqueName("fv-port-txid");
       const a = track(k().transactionalProducer({ clientId: "fv-port-a", transactionalId: id }));
       await a.ready();
       await a.send([{ topic: output, key: null, value: "from-a" }]);
       const b = track(k().transactionalProducer({ clientId: "fv-port-b", transactionalId: id }));
       await b.ready(); // fences a and aborts its open transaction
+      return { a, b };
+    };
+
+    test("a second transactional producer with the same id fences the first", async () => {
+      const output = await topicWith(1);
+      const { a, b } = await fencedPair(output);
       await b.send([{ topic: output, key: null, value: "from-b" }]);
       await b.commit();
       await assert.rejects(a.commit(), (error: Error & { code?: string }) => error.code === "KAFKA_FENCED" || /fenced/i.test(error.message));
@@ -375,12 +381,7 @@ for (const adapter of ADAPTERS) {
     // zombie woken after its id was fenced ended FAILED on it (CI, 2026-12-05). Each send is fenced.
     test("a fenced producer's sends fail as fenced, every one of them", async () => {
       const output = await topicWith(1);
-      const id = uniqueName("fv-port-txid");
-      const a = track(k().transactionalProducer({ clientId: "fv-port-a", transactionalId: id }));
-      await a.ready();
-      await a.send([{ topic: output, key: null, value: "from-a" }]);
-      const b = track(k().transactionalProducer({ clientId: "fv-port-b", transactionalId: id }));
-      await b.ready();
+      const { a } = await fencedPair(output);
       const codes: string[] = [];
       for (let i = 0; i < 3; i++) {
         await a.send([{ topic: output, key: null, value: `late-${i}` }]).then(() => codes.push("sent"), (error: Error & { code?: string }) => codes.push(error.code ?? error.message));
