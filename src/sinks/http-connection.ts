@@ -40,11 +40,18 @@ export class HttpConnection {
   /**
    * `method` with `body` and `headers`; `beforeWrite` runs once the connection is open and the
    * request's bytes are ready, and they are written as soon as it returns (in the same step when
-   * it is synchronous) or resolves. Resolves with the
-   * answer; throws when no answer came within `timeoutMs` or the connection failed (the socket
-   * is then closed, and the next request opens a new one).
+   * it is synchronous) or resolves; `afterWrite` runs in the step that handed them on. Resolves
+   * with the answer; throws when no answer came within `timeoutMs` or the connection failed (the
+   * socket is then closed, and the next request opens a new one).
    */
-  async request(method: string, headers: Record<string, string>, body: Uint8Array, timeoutMs: number, beforeWrite: () => void | Promise<void>): Promise<HttpAnswer> {
+  async request(
+    method: string,
+    headers: Record<string, string>,
+    body: Uint8Array,
+    timeoutMs: number,
+    beforeWrite: () => void | Promise<void>,
+    afterWrite: () => void = () => {},
+  ): Promise<HttpAnswer> {
     const deadline = Date.now() + timeoutMs;
     const socket = await this.#open(timeoutMs);
     const url = this.#url;
@@ -65,6 +72,7 @@ export class HttpConnection {
     const before = beforeWrite();
     if (before) await before;
     socket.write(bytes);
+    afterWrite();
     try {
       return await this.#readAnswer(deadline);
     } catch (error) {

@@ -33,6 +33,8 @@ export class HttpSink implements Sink {
   readonly #config: HttpSinkConfig;
   readonly #options: HttpSinkOptions;
   readonly #dedup = new Map<number, Deduplicator>();
+  /** Per partition, once its window is read: the ids its last run was writing when it stopped. */
+  readonly #doubt = new Map<number, ReadonlySet<string>>();
   readonly #deadLetters = new DeadLetters();
   #connection: HttpConnection | undefined;
 
@@ -67,11 +69,33 @@ export class HttpSink implements Sink {
    */
   forget(partition: number): void {
     this.#dedup.delete(partition);
+    this.#doubt.delete(partition);
   }
 
   /** Every partition's window is read again before its next row (a new session). */
   forgetAll(): void {
     this.#dedup.clear();
+    this.#doubt.clear();
+  }
+
+  /**
+   * The ids of `partition` whose request was being written when the last run stopped (read with
+   * the window, said once in the log): they may or may not have reached the service.
+   */
+  async #inDoubt(partition: number, dedup: Deduplicator): Promise<ReadonlySet<string>> {
+    let doubt = this.#doubt.get(partition);
+    if (doubt) return doubt;
+    await dedup.open();
+    doubt = new Set(dedup.inDoubt);
+    this.#doubt.set(partition, doubt);
+    if (doubt.size > 0) {
+      const ids = dedup.inDoubt;
+      this.#options.log(
+        "warn",
+        `${this.#where}: partition ${partition}: the last run stopped while writing a request of ${ids.length} rows (ids ${ids[0]} … ${ids.at(-1)}); the service may or may not have them: they are not sent again, and are dead-lettered as sink_in_doubt when they come again`,
+      );
+    }
+    return doubt;
   }
 
   async write(rows: readonly SinkRow[], _offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten> {
@@ -98,17 +122,26 @@ export class HttpSink implements Sink {
     await this.#deadLetter(refused, deadLetter);
     for (const [partition, list] of byPartition) {
       const dedup = this.dedupOf(partition);
-      // Delivered before (a replay), or twice in this checkpoint: once.
+      const doubt = await this.#inDoubt(partition, dedup);
+      // Delivered before (a replay), or twice in this checkpoint: once. In doubt: dead-lettered, not sent.
       const fresh: Array<{ id: string; row: SinkRow }> = [];
       const now = new Set<string>();
+      const doubted: Refused[] = [];
       for (const row of list) {
         const id = String(row.row[this.#config.id]);
         if (now.has(id) || !(await dedup.isNew(id))) {
-          duplicates++;
+          if (doubt.has(id) && !now.has(id)) {
+            now.add(id);
+            doubted.push({ row, reason: "sink_in_doubt", message: `${this.#where}: the run before stopped while writing the request that carried id ${id}: the service may or may not have it (not sent again)` });
+          } else duplicates++;
           continue;
         }
         now.add(id);
         fresh.push({ id, row });
+      }
+      if (doubted.length) {
+        await this.#deadLetter(doubted, deadLetter);
+        refused.push(...doubted);
       }
       for (let i = 0; i < fresh.length; i += this.#config.batch) {
         const chunk = fresh.slice(i, i + this.#config.batch);
@@ -146,6 +179,7 @@ export class HttpSink implements Sink {
     this.#connection ??= new HttpConnection(this.#config.url);
     const headers = { "content-type": "application/json", "idempotency-key": idempotencyKey(ids), ...this.#config.headers };
     let remembered = false;
+    let settleFailed: unknown;
     const storeFailed = (error: unknown) =>
       new FvError("STATE_STORE_FAILED", `${this.#where}: could not remember the ids of a request before sending it (${(error as Error).message}); check the state folder (STREAM_STATE_DIR)`, { cause: error });
     // Durable the moment before the bytes go: synchronously when the store can (a file store), so
@@ -163,15 +197,25 @@ export class HttpSink implements Sink {
           await dedup.remember(ids).catch((error) => Promise.reject(storeFailed(error)));
           remembered = true;
         };
+    // Handed on: the ids are no longer in doubt. (Must not throw: the answer is still to be read.)
+    const settle = () => {
+      if (!remembered || !dedup.canRememberNow) return;
+      try {
+        dedup.settleNow();
+      } catch (error) {
+        settleFailed = error;
+      }
+    };
     let answer;
     try {
-      answer = await this.#connection.request(this.#config.method, headers, encoder.encode(JSON.stringify(rows)), this.#config.timeoutMs, rememberFirst);
+      answer = await this.#connection.request(this.#config.method, headers, encoder.encode(JSON.stringify(rows)), this.#config.timeoutMs, rememberFirst, settle);
     } catch (error) {
       if (error instanceof FvError) throw error;
       if (remembered) await dedup.forget(ids);
       const why = (error as Error).name === "TimeoutError" ? `no answer within ${this.#config.timeoutMs} ms` : (error as Error).message;
       throw new FvError("SINK_UNAVAILABLE", `${this.#where} is unreachable: ${why}`, { cause: error, context: { sink: this.dataset } });
     }
+    if (settleFailed) this.#options.log("warn", `${this.#where}: could not mark a request's ids as sent (${(settleFailed as Error).message}); a restart will call them in doubt; check the state folder (STREAM_STATE_DIR)`);
     await dedup.prune();
     if (answer.status >= 200 && answer.status < 300) return { ok: true };
     const body = answer.body.slice(0, BODY_BYTES);

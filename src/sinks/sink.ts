@@ -17,7 +17,7 @@ export interface SinkRow {
 /** Rows a sink refused (constraint, type, a 4xx), each with the sink's own words. */
 export interface Refused {
   row: SinkRow;
-  /** `sink_rejected` */
+  /** `sink_rejected`, or `sink_in_doubt` (the http sink: a request the last run stopped while writing) */
   reason: string;
   message: string;
 }

@@ -18,6 +18,12 @@ const SEQ_DIGITS = 12;
  * most 4,096 ids) the next one opens, and segments older than the window are deleted. The first
  * call loads every segment of the namespace.
  *
+ * Ids written ahead of a delivery (`rememberNow`) are pending until `settleNow` marks them
+ * sent. A process that dies in between leaves them pending: the next load counts them as
+ * delivered, and names them in `inDoubt` (the delivery may or may not have happened), so the
+ * caller can say so rather than skip them in silence. Segment lines: `{"v":2}` first, then ids,
+ * and `{}` after the ids it settles (a segment of an older version has no `{"v":2}`: settled).
+ *
  * One writer per namespace: give each owner its own (the http sink uses one per sink and input
  * partition, and only the partition's owner writes it).
  *
@@ -36,7 +42,11 @@ export class Deduplicator {
   /** Each remembered id, with the segment that last remembered it. */
   readonly #seen = new Map<string, number>();
   /** Segments oldest first; the last is the open one. */
-  #segments: Array<{ seq: number; ids: string[] }> = [];
+  #segments: Segment[] = [];
+  /** The segment whose last ids `rememberNow` wrote ahead, until `settleNow`. */
+  #pending: Segment | undefined;
+  /** The last run's pending ids, found by the load. */
+  #inDoubt: readonly string[] = [];
   #loaded: Promise<void> | undefined;
   /** The window has been read (the first call's load is done). */
   #ready = false;
@@ -63,10 +73,24 @@ export class Deduplicator {
     return this.#seen.size;
   }
 
+  /** Reads the durable window (once; every other method does it first too). */
+  async open(): Promise<void> {
+    await this.#load();
+  }
+
   /** True when `id` is not among the remembered ones. */
   async isNew(id: string): Promise<boolean> {
     await this.#load();
     return !this.#seen.has(id);
+  }
+
+  /**
+   * The ids the last run wrote ahead of a delivery and never marked sent (it stopped in
+   * between): counted as delivered, though the delivery may not have happened. Read after the
+   * first call (the load); [] when there are none.
+   */
+  get inDoubt(): readonly string[] {
+    return this.#inDoubt;
   }
 
   /** Remembers ids as delivered; durable once the returned promise resolves. */
@@ -74,7 +98,9 @@ export class Deduplicator {
     await this.#load();
     const added = this.#add(typeof ids === "string" ? [ids] : ids);
     if (added === undefined) return;
-    await this.store.put(added.key, linesOf(added.segment.ids));
+    added.segment.settled = added.segment.ids.length;
+    await this.store.put(added.key, segmentBytes(added.segment));
+    added.segment.written = true;
     await this.prune();
   }
 
@@ -91,15 +117,33 @@ export class Deduplicator {
   rememberNow(ids: readonly string[]): void {
     if (!this.canRememberNow) throw new Error("rememberNow needs a store with appendNow, and the window read (await isNew first)");
     const added = this.#add(ids);
-    if (added) this.store.appendNow!(added.key, linesOf(ids));
+    if (!added) return;
+    const { segment } = added;
+    const bytes = segment.written ? linesOf(ids) : concat(HEADER, linesOf(ids));
+    this.store.appendNow!(added.key, bytes);
+    segment.written = true;
+    this.#pending = segment;
+  }
+
+  /**
+   * Marks the ids `rememberNow` wrote last as sent (one appended line): call it the moment the
+   * delivery is handed on. Until then a restart names them in `inDoubt`.
+   */
+  settleNow(): void {
+    const segment = this.#pending;
+    if (segment === undefined) return;
+    this.#pending = undefined;
+    if (segment.settled === segment.ids.length) return;
+    this.store.appendNow!(this.#keyOf(segment.seq), SETTLED);
+    segment.settled = segment.ids.length;
   }
 
   /** Adds ids to the open segment (a new one when it is full): the segment and its key. */
-  #add(list: readonly string[]): { key: string; segment: { seq: number; ids: string[] } } | undefined {
+  #add(list: readonly string[]): { key: string; segment: Segment } | undefined {
     if (list.length === 0) return undefined;
     let open = this.#segments.at(-1);
     if (open === undefined || open.ids.length >= this.#segmentSize()) {
-      open = { seq: (open?.seq ?? 0) + 1, ids: [] };
+      open = { seq: (open?.seq ?? 0) + 1, ids: [], settled: 0, written: false };
       this.#segments.push(open);
     }
     for (const id of list) {
@@ -121,14 +165,20 @@ export class Deduplicator {
     const kept = open.ids.filter((id) => !gone.has(id));
     if (kept.length === open.ids.length) return;
     open.ids = kept;
+    // What is left was delivered: the ids taken back were the ones written ahead.
+    open.settled = kept.length;
+    if (this.#pending === open) this.#pending = undefined;
     for (const id of gone) if (this.#seen.get(id) === open.seq) this.#seen.delete(id);
-    await this.store.put(this.#keyOf(open.seq), linesOf(open.ids));
+    await this.store.put(this.#keyOf(open.seq), segmentBytes(open));
+    open.written = true;
   }
 
   /** Forgets the process-local cache; the next call reads the durable window again. */
   reset(): void {
     this.#seen.clear();
     this.#segments = [];
+    this.#pending = undefined;
+    this.#inDoubt = [];
     this.#loaded = undefined;
     this.#ready = false;
   }
@@ -156,17 +206,20 @@ export class Deduplicator {
     this.#loaded ??= (async () => {
       const prefix = `${this.namespace}/`;
       const keys = (await this.store.list(prefix)).filter((k) => /^\d+$/.test(k.slice(prefix.length)));
-      const segments = [];
+      const segments: Segment[] = [];
       for (const key of keys) {
         const bytes = await this.store.get(key);
         if (bytes === undefined) continue;
-        segments.push({ seq: Number(key.slice(prefix.length)), ids: idsOf(bytes, key) });
+        segments.push({ seq: Number(key.slice(prefix.length)), ...parseSegment(bytes, key), written: true });
       }
       segments.sort((a, b) => a.seq - b.seq);
       for (const segment of segments) for (const id of segment.ids) this.#seen.set(id, segment.seq);
       this.#segments = segments;
+      // Only the newest segment can hold what the last run wrote ahead and never settled.
+      const newest = segments.at(-1);
+      this.#inDoubt = newest ? newest.ids.slice(newest.settled) : [];
       // A segment written by the last run stays closed: the next remember opens a new one.
-      if (segments.length) this.#segments.push({ seq: segments.at(-1)!.seq + 1, ids: [] });
+      if (newest) this.#segments.push({ seq: newest.seq + 1, ids: [], settled: 0, written: false });
       this.#ready = true;
     })().catch((error) => {
       this.#loaded = undefined;
@@ -176,8 +229,21 @@ export class Deduplicator {
   }
 }
 
+interface Segment {
+  seq: number;
+  ids: string[];
+  /** The first `settled` ids were delivered; those after were written ahead (pending). */
+  settled: number;
+  /** The store holds this segment (so an append needs no header). */
+  written: boolean;
+}
+
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+/** A segment's first line: ids that follow are settled only where a `{}` line says so. */
+const HEADER = encoder.encode('{"v":2}\n');
+/** The ids above this line were delivered. */
+const SETTLED = encoder.encode("{}\n");
 
 /** Ids as segment lines: one JSON string per line (an id's own line breaks are escaped). */
 function linesOf(ids: readonly string[]): Uint8Array {
@@ -186,11 +252,37 @@ function linesOf(ids: readonly string[]): Uint8Array {
   return encoder.encode(text);
 }
 
-/** A segment's ids; a last line without its line break (a write cut short) is left out. */
-function idsOf(bytes: Uint8Array, key: string): string[] {
+/** A whole segment: the header, its settled ids, `{}`, and its pending ids. */
+function segmentBytes(segment: Segment): Uint8Array {
+  const settled = linesOf(segment.ids.slice(0, segment.settled));
+  const pending = linesOf(segment.ids.slice(segment.settled));
+  return concat(HEADER, settled, segment.settled > 0 ? SETTLED : new Uint8Array(0), pending);
+}
+
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.byteLength;
+  }
+  return out;
+}
+
+/** A segment's ids, and how many of them are settled; a last line without its line break (a write cut short) is left out. */
+function parseSegment(bytes: Uint8Array, key: string): { ids: string[]; settled: number } {
   const lines = decoder.decode(bytes).split("\n");
   lines.pop(); // after the last line break: "" or a torn line
-  return lines.map((line, i) => {
+  const ids: string[] = [];
+  // A segment without the header (an older version's) is settled throughout.
+  const versioned = lines[0] === '{"v":2}';
+  let settled = 0;
+  for (const [i, line] of lines.entries()) {
+    if (i === 0 && versioned) continue;
+    if (line === "{}") {
+      settled = ids.length;
+      continue;
+    }
     let id: unknown;
     try {
       id = JSON.parse(line);
@@ -198,8 +290,9 @@ function idsOf(bytes: Uint8Array, key: string): string[] {
       id = undefined;
     }
     if (typeof id !== "string") throw new TypeError(`Deduplicator segment ${key}, line ${i + 1}: not an id (a JSON string): ${line.slice(0, 80)}`);
-    return id;
-  });
+    ids.push(id);
+  }
+  return { ids, settled: versioned ? settled : ids.length };
 }
 
 function checkedWindow(n: number): number {

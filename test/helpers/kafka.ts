@@ -19,6 +19,10 @@ export async function createTopic(topic: string, partitions: number, on: KafkaCl
   const admin = on.admin({ clientId: "fv-test-admin" });
   try {
     await admin.createTopics([{ topic, partitions }]);
+    // The controller has it; wait until the metadata a process reads next shows it too (a broker
+    // just started, with thousands of topics, lagged: a CLI started at once found no such topic).
+    const until = Date.now() + 30_000;
+    while ((await admin.partitionCounts([topic])).get(topic) !== partitions && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
   } finally {
     await admin.close();
   }

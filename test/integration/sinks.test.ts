@@ -347,28 +347,35 @@ async function startReceiver() {
 }
 
 describe("http sink", () => {
-  test("kill -9 five times mid-stream: each id delivered once (the Deduplicator skips what was delivered)", async () => {
+  // What a kill can leave: a request whose ids were remembered, the moment before its bytes were
+  // written, and no more (a kill in those microseconds; docs/sinks.md). The next run names such a
+  // request "in doubt" and dead-letters its rows as sink_in_doubt: an id may be missing from the
+  // service only if it is there.
+  test("kill -9 five times mid-stream: each id delivered once (the Deduplicator skips what was delivered), or dead-lettered in doubt", async () => {
     const receiver = await startReceiver();
     const name = uniqueName("http-sink-kill");
-    const input = `${name}-in`;
+    const [input, dlq] = [`${name}-in`, `${name}-dlq`];
     const n = 12_000;
     const stateDir = mkdtempSync(join(tmpdir(), "fv-http-sink-"));
     try {
       await createTopic(input, 4);
       const file = pipelineFile({
         name,
-        datasets: { orders: { topic: input }, hook: { sink: "http", url: `${receiver.url}/orders`, batch: 50 } },
+        datasets: { orders: { topic: input, deadLetter: dlq }, hook: { sink: "http", url: `${receiver.url}/orders`, batch: 50 } },
         transforms: [{ inputs: ["orders"], output: "hook", steps: [{ op: "filter", expression: "id >= 0" }] }],
       });
       const records = Array.from({ length: n }, (_, i) => ({ topic: input, key: `k${i % 97}`, value: JSON.stringify({ id: i, amount: i % 7 }) }));
       const flow = keepProducing(records, 500, 150);
+      const dead = collect(dlq);
+      const inDoubt = () => new Set(dead.records.filter((r) => header(r, "fv.error.reason") === "sink_in_doubt").map((r) => json(r).id as number));
+      const accounted = () => [...Array(n).keys()].every((id) => receiver.counts.has(id) || inDoubt().has(id));
       const env = { STREAM_INSTANCE_ID: name, STREAM_STATE_DIR: stateDir, STREAM_LOG_LEVEL: "debug" };
       try {
         const run = await killRepeatedly(file, env, 5, () => Promise.resolve(receiver.counts.size), n);
         const allRuns = [...runs];
         await flow.done;
-        await waitFor(() => receiver.counts.size >= n, 90_000, "every id delivered").catch((error) => {
-          const missing = [...Array(n).keys()].filter((id) => !receiver.counts.has(id));
+        await waitFor(accounted, 90_000, "every id delivered or dead-lettered in doubt").catch((error) => {
+          const missing = [...Array(n).keys()].filter((id) => !receiver.counts.has(id) && !inDoubt().has(id));
           console.log(logsOf(run, 40));
           console.log(`delivered ${receiver.counts.size} of ${n}; missing ${missing.length}, from ${missing.slice(0, 20).join(",")}; last metrics ${JSON.stringify(lastRecord(run.records)?.metrics)}`);
           const dir = join(stateDir, "sinks", "hook");
@@ -385,11 +392,19 @@ describe("http sink", () => {
         await new Promise((r) => setTimeout(r, 1000));
         const twice = [...receiver.counts].filter(([, c]) => c > 1).map(([id]) => id);
         expect(twice).toEqual([]);
-        expect([...receiver.counts.keys()].sort((a, b) => a - b)).toEqual([...Array(n).keys()]);
+        // Missing only what is dead-lettered in doubt: at most one request (50 rows) per kill.
+        const doubted = inDoubt();
+        const missing = [...Array(n).keys()].filter((id) => !receiver.counts.has(id));
+        expect(missing.filter((id) => !doubted.has(id))).toEqual([]);
+        expect(doubted.size).toBeLessThanOrEqual(5 * 50);
+        expect(dead.records.filter((r) => header(r, "fv.error.reason") !== "sink_in_doubt")).toEqual([]);
         await stopOrderly(run);
-        console.log(`http sink kill -9 x5: ${n} ids, ${receiver.received.length} deliveries; duplicates skipped by the last run: ${lastRecord(run.records)?.metrics?.sinkDuplicates}`);
+        console.log(
+          `http sink kill -9 x5: ${n} ids, ${receiver.received.length} deliveries, ${missing.length} missing; ${doubted.size} dead-lettered in doubt; duplicates skipped by the last run: ${lastRecord(run.records)?.metrics?.sinkDuplicates}`,
+        );
       } finally {
         flow.stop();
+        await dead.stop();
       }
     } finally {
       await receiver.close();

@@ -15,7 +15,9 @@ import { withEnvironment } from "../../src/sinks/config.ts";
 import type { HttpSinkConfig } from "../../src/sinks/config.ts";
 import { HttpSink } from "../../src/sinks/http-sink.ts";
 import type { SinkRow } from "../../src/sinks/sink.ts";
+import { Deduplicator } from "../../src/state/deduplicator.ts";
 import { nodeFiles } from "../../src/state/node-files.ts";
+import type { Logger } from "../../src/logger.ts";
 
 const cleanups: Array<() => unknown> = [];
 afterEach(async () => {
@@ -39,11 +41,15 @@ async function service(answers: Array<{ status: number; headers?: Record<string,
   return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, requests };
 }
 
-function sinkTo(url: string, extra: Partial<HttpSinkConfig> = {}) {
+function stateDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "fv-http-sink-"));
   cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+function sinkTo(url: string, extra: Partial<HttpSinkConfig> = {}, dir = stateDir(), log: Logger = () => {}) {
   const config: HttpSinkConfig = { kind: "http", url, method: "POST", headers: {}, batch: 2, timeoutMs: 2000, id: "id", window: 1000, ...extra };
-  const sink = new HttpSink(config, { pipeline: "p", dataset: "out", log: () => {}, store: new FileStateStore(dir, nodeFiles()) });
+  const sink = new HttpSink(config, { pipeline: "p", dataset: "out", log, store: new FileStateStore(dir, nodeFiles()) });
   cleanups.push(() => sink.close());
   return sink;
 }
@@ -66,6 +72,33 @@ describe("http sink", () => {
     expect(again.refused.map((r) => r.row.row.id)).toEqual([null, 1, 2]);
     // Each refused row's dead letter once: the id-less one and the two the 422 refused.
     expect(dead.map((d) => JSON.parse(d.value as string).id)).toEqual([null, 1, 2]);
+  });
+
+  test("a request the last run stopped while writing: its rows are dead-lettered as sink_in_doubt when they come again, not sent; the rest are", async () => {
+    const { url, requests } = await service([{ status: 200 }]);
+    const dir = stateDir();
+    // The run before: ids 1 and 2 delivered (settled), 3 and 4 written ahead and never handed on.
+    const before = new Deduplicator(new FileStateStore(dir, nodeFiles()), "p/out/p0");
+    await before.open();
+    before.rememberNow(["1", "2"]);
+    before.settleNow();
+    before.rememberNow(["3", "4"]);
+    const logs: string[] = [];
+    const sink = sinkTo(url, {}, dir, (level, message) => void logs.push(`${level} ${message}`));
+    const dead: OutboundRecord[] = [];
+    const written = await sink.write([row(1), row(2), row(3), row(4), row(5), row(6)], [], async (r) => void dead.push(...r));
+    expect(requests).toEqual([[5, 6]]);
+    expect(written.written).toBe(2);
+    expect(written.duplicates).toBe(2);
+    expect(written.refused.map((r) => [r.row.row.id, r.reason])).toEqual([[3, "sink_in_doubt"], [4, "sink_in_doubt"]]);
+    expect(dead.map((d) => [JSON.parse(d.value as string).id, d.headers?.find(([k]) => k === "fv.error.reason")?.[1]])).toEqual([[3, "sink_in_doubt"], [4, "sink_in_doubt"]]);
+    expect(logs.filter((l) => l.startsWith("warn"))).toEqual([
+      `warn http sink "out" (POST ${url}): partition 0: the last run stopped while writing a request of 2 rows (ids 3 … 4); the service may or may not have them: they are not sent again, and are dead-lettered as sink_in_doubt when they come again`,
+    ]);
+    // The request this run handed on is settled: a restart finds nothing in doubt.
+    const after = new Deduplicator(new FileStateStore(dir, nodeFiles()), "p/out/p0");
+    await after.open();
+    expect(after.inDoubt).toEqual([]);
   });
 
   test("a redirect fails the stream, naming the url to fix; no row is dead-lettered", async () => {

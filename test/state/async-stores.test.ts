@@ -103,7 +103,8 @@ describe("Deduplicator", () => {
     const dedup = new Deduplicator(store, "w").withWindow(16); // segments of 2 ids
     for (let i = 0; i < 40; i++) await dedup.remember([`id${i}`]);
     const segments = await store.list("w/");
-    const held = segments.flatMap((k) => text(store.data.get(k))!.split("\n").filter(Boolean).map((line) => JSON.parse(line) as string));
+    // Ids are the JSON strings; `{"v":2}` heads each segment and `{}` settles the ids above it.
+    const held = segments.flatMap((k) => text(store.data.get(k))!.split("\n").filter(Boolean).map((line) => JSON.parse(line) as unknown).filter((v): v is string => typeof v === "string"));
     // At least the last 16 ids, and less than a segment more.
     expect(held.length).toBeGreaterThanOrEqual(16);
     expect(held.length).toBeLessThan(16 + 2);
@@ -136,8 +137,10 @@ describe("Deduplicator", () => {
     dedup.rememberNow(["a", "b"]);
     // Synchronously on disk: a second reader (a restart) sees them at once.
     expect(await new Deduplicator(store, "sink/p0").isNew("a")).toBe(false);
+    dedup.settleNow();
     dedup.rememberNow(["c\nd"]);
-    expect(readFileSync(join(dir, "w", "sink%2Fp0%2F000000000001.bin"), "utf8")).toBe('"a"\n"b"\n"c\\nd"\n');
+    dedup.settleNow();
+    expect(readFileSync(join(dir, "w", "sink%2Fp0%2F000000000001.bin"), "utf8")).toBe('{"v":2}\n"a"\n"b"\n{}\n"c\\nd"\n{}\n');
     await dedup.forget(["b"]);
     expect(await dedup.isNew("b")).toBe(true);
     expect(await new Deduplicator(store, "sink/p0").isNew("b")).toBe(true);
@@ -150,6 +153,62 @@ describe("Deduplicator", () => {
     await remote.isNew("x");
     expect(remote.canRememberNow).toBe(false);
     expect(() => remote.rememberNow(["x"])).toThrow("rememberNow needs a store with appendNow");
+  });
+
+  test("ids written ahead and never settled (the process stopped between) are in doubt at the next load: still not new, named once", async () => {
+    const dir = tempDir();
+    const store = new FileStateStore(join(dir, "w"), nodeFiles());
+    const first = new Deduplicator(store, "sink/p0");
+    await first.open();
+    expect(first.inDoubt).toEqual([]);
+    first.rememberNow(["a", "b"]);
+    first.settleNow();
+    first.rememberNow(["c", "d"]); // written ahead; the process dies before the request is handed on
+    const second = new Deduplicator(store, "sink/p0");
+    await second.open();
+    expect(second.inDoubt).toEqual(["c", "d"]);
+    expect([await second.isNew("a"), await second.isNew("c"), await second.isNew("e")]).toEqual([false, false, true]);
+    // The next run's first request opens a new segment: a later load no longer names c and d.
+    second.rememberNow(["e"]);
+    second.settleNow();
+    const third = new Deduplicator(store, "sink/p0");
+    await third.open();
+    expect(third.inDoubt).toEqual([]);
+    expect(await third.isNew("c")).toBe(false);
+    // A new segment's first request, cut off before it was settled: all of it in doubt.
+    third.rememberNow(["f", "g"]);
+    const fourth = new Deduplicator(store, "sink/p0");
+    await fourth.open();
+    expect(fourth.inDoubt).toEqual(["f", "g"]);
+    // forget takes the pending ids back: what is left is settled.
+    await fourth.isNew("h");
+    fourth.rememberNow(["h"]);
+    await fourth.forget(["h"]);
+    const fifth = new Deduplicator(store, "sink/p0");
+    await fifth.open();
+    expect(fifth.inDoubt).toEqual([]);
+    expect(await fifth.isNew("h")).toBe(true);
+  });
+
+  test("a segment of the earlier format (ids only, no header) is read as settled", async () => {
+    const store = memoryStore();
+    await store.put("old/000000000001", new TextEncoder().encode('"a"\n"b"\n'));
+    const dedup = new Deduplicator(store, "old");
+    await dedup.open();
+    expect(dedup.inDoubt).toEqual([]);
+    expect([await dedup.isNew("a"), await dedup.isNew("b"), await dedup.isNew("c")]).toEqual([false, false, true]);
+  });
+
+  test("remember and forget rewrite the segment settled: remember's ids are delivered already", async () => {
+    const store = memoryStore();
+    const dedup = new Deduplicator(store, "r");
+    await dedup.remember(["a", "b"]);
+    expect(text(store.data.get("r/000000000001"))).toBe('{"v":2}\n"a"\n"b"\n{}\n');
+    await dedup.forget(["b"]);
+    expect(text(store.data.get("r/000000000001"))).toBe('{"v":2}\n"a"\n{}\n');
+    const again = new Deduplicator(store, "r");
+    await again.open();
+    expect(again.inDoubt).toEqual([]);
   });
 
   test("a window that is not a whole number above 0 is refused", () => {
