@@ -31,6 +31,8 @@ export const ErrorCodes = {
   SINK_UNAVAILABLE: "SINK_UNAVAILABLE",
   /** A sink refused the stream itself, not a row: wrong password, no such database, no permission on the table. */
   SINK_FAILED: "SINK_FAILED",
+  /** Another member claimed a partition this one wrote for (the database said so): give the partitions up. */
+  SINK_FENCED: "SINK_FENCED",
   /** A bug: an illegal state transition, a broken invariant, or an error no part of the engine sorted. */
   INTERNAL: "INTERNAL",
   /** One row could not be processed: isolate it, count it, dead-letter it. */
@@ -81,6 +83,7 @@ const recoveryByCode: Record<ErrorCode, Recovery> = {
   CHECKPOINT_CIRCUIT_OPEN: "fatal",
   SINK_UNAVAILABLE: "retryable",
   SINK_FAILED: "fatal",
+  SINK_FENCED: "fenced",
   INTERNAL: "fatal",
   POISON_ROW: "poison",
   EXPRESSION_EVAL: "poison",

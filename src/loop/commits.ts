@@ -135,6 +135,7 @@ export class Commits {
       // transaction's state never reaches them).
       session.tasks.persist(changelog, written);
       this.#committed(session, sent);
+      await this.#deps.sinks?.committed();
     });
     // Not awaited: a failure stops the collector's queue and reaches the poll loop (backgroundError).
     if (options.flush) await committed;
@@ -196,6 +197,7 @@ export class Commits {
       }
       session.tasks.persist(changelog, written);
       this.#committed(session, committing);
+      await this.#deps.sinks?.committed();
     }).finally(() => this.#chained--);
     if (options.flush) return await written;
     // Its failure ends the session current when it fails (not a later one: it starts from the last commit anyway).

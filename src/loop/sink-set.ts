@@ -64,6 +64,16 @@ function rowOf(entry: Entry, row: SinkRow, test: (tp: TopicPartition) => boolean
   return false;
 }
 
+/** The input partitions a write stands for: its offsets', its rows' sources', and for a row a timer fired, its partition of each owned input. */
+function inputsOf(entry: Entry, rows: readonly SinkRow[], offsets: readonly CommitOffset[], mine: { has(tp: TopicPartition): boolean }): TopicPartition[] {
+  const inputs = new PartitionSet(offsets);
+  for (const row of rows) {
+    if (row.source) inputs.add(row.source);
+    else for (const topic of entry.inputs) if (mine.has({ topic, partition: row.partition })) inputs.add({ topic, partition: row.partition });
+  }
+  return [...inputs];
+}
+
 export class SinkSet {
   readonly #entries = new Map<string, Entry>();
   readonly #options: SinkSetOptions;
@@ -118,7 +128,10 @@ export class SinkSet {
   reset(): void {
     this.#buffer = new Map();
     this.#known = new Map();
-    for (const { sink } of this.#entries.values()) if (sink instanceof HttpSink) sink.forgetAll();
+    for (const { sink } of this.#entries.values()) {
+      if (sink instanceof HttpSink) sink.forgetAll();
+      if (sink instanceof PostgresSink) sink.releaseAll();
+    }
   }
 
   /**
@@ -132,6 +145,7 @@ export class SinkSet {
       if (moved.length === 0) continue;
       this.#known.delete(dataset);
       if (entry.sink instanceof HttpSink) for (const { partition } of moved) entry.sink.forget(partition);
+      if (entry.sink instanceof PostgresSink) entry.sink.release(moved);
       const gone = new PartitionSet(revoked);
       const rows = this.#buffer.get(dataset);
       if (rows && gone.size > 0) this.#buffer.set(dataset, rows.filter((row) => !rowOf(entry, row, (tp) => gone.has(tp))));
@@ -193,7 +207,8 @@ export class SinkSet {
       const attempt = () => {
         mine = owned();
         const rows = all.filter((row) => rowOf(entry, row, (tp) => mine.has(tp)));
-        return entry.sink.write(rows, allCovered.filter((o) => mine.has(o)), send);
+        const covered = allCovered.filter((o) => mine.has(o));
+        return entry.sink.write(rows, covered, send, inputsOf(entry, rows, covered, mine));
       };
       const result = await this.#waiting(dataset, attempt, stopping);
       for (const o of allCovered) if (!mine.has(o)) leftOut.add(o);
@@ -208,6 +223,11 @@ export class SinkSet {
       if (known) for (const o of allCovered) if (mine.has(o)) known.set(`${o.topic}:${o.partition}`, o.offset);
     }
     return leftOut;
+  }
+
+  /** A checkpoint committed (Kafka's offsets, or its transaction): what the sinks reported in it is durable. */
+  async committed(): Promise<void> {
+    for (const { sink } of this.#entries.values()) if (sink instanceof HttpSink) await sink.committed();
   }
 
   async close(): Promise<void> {

@@ -71,9 +71,9 @@ export class HttpConnection {
     // A synchronous beforeWrite and the write are one step: nothing runs between them.
     const before = beforeWrite();
     if (before) await before;
-    socket.write(bytes);
-    afterWrite();
     try {
+      socket.write(bytes);
+      afterWrite();
       return await this.#readAnswer(deadline);
     } catch (error) {
       this.close();

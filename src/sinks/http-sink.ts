@@ -33,8 +33,10 @@ export class HttpSink implements Sink {
   readonly #config: HttpSinkConfig;
   readonly #options: HttpSinkOptions;
   readonly #dedup = new Map<number, Deduplicator>();
-  /** Per partition, once its window is read: the ids its last run was writing when it stopped. */
-  readonly #doubt = new Map<number, ReadonlySet<string>>();
+  /** Per partition, once its window is read: the ids in doubt (a run stopped while writing their request). */
+  readonly #doubt = new Map<number, Set<string>>();
+  /** Per partition, ids in doubt dead-lettered since the last commit: resolved once it commits. */
+  readonly #resolving = new Map<number, Set<string>>();
   readonly #deadLetters = new DeadLetters();
   #connection: HttpConnection | undefined;
 
@@ -70,12 +72,29 @@ export class HttpSink implements Sink {
   forget(partition: number): void {
     this.#dedup.delete(partition);
     this.#doubt.delete(partition);
+    this.#resolving.delete(partition);
   }
 
   /** Every partition's window is read again before its next row (a new session). */
   forgetAll(): void {
     this.#dedup.clear();
     this.#doubt.clear();
+    this.#resolving.clear();
+  }
+
+  /**
+   * The checkpoint committed (its dead letters are durable, in the Kafka transaction too): the
+   * ids in doubt dead-lettered since are no longer in doubt. A failure here only leaves them in
+   * doubt (a later run dead-letters them again if they come again).
+   */
+  async committed(): Promise<void> {
+    for (const [partition, ids] of this.#resolving) {
+      this.#resolving.delete(partition);
+      const doubt = this.#doubt.get(partition);
+      for (const id of ids) doubt?.delete(id);
+      const dedup = this.#dedup.get(partition);
+      await dedup?.resolve([...ids]).catch((error) => this.#options.log("warn", `${this.#where}: partition ${partition}: could not record that ${ids.size} ids in doubt were dead-lettered (${(error as Error).message}); a later run may dead-letter them again`));
+    }
   }
 
   /**
@@ -89,10 +108,9 @@ export class HttpSink implements Sink {
     doubt = new Set(dedup.inDoubt);
     this.#doubt.set(partition, doubt);
     if (doubt.size > 0) {
-      const ids = dedup.inDoubt;
       this.#options.log(
         "warn",
-        `${this.#where}: partition ${partition}: the last run stopped while writing a request of ${ids.length} rows (ids ${ids[0]} … ${ids.at(-1)}); the service may or may not have them: they are not sent again, and are dead-lettered as sink_in_doubt when they come again`,
+        `${this.#where}: partition ${partition}: a run stopped while writing a request of ${doubt.size} rows, ids ${[...doubt].join(", ")}; the service may or may not have them: they are not sent again, and are dead-lettered as sink_in_doubt when they come again`,
       );
     }
     return doubt;
@@ -142,6 +160,9 @@ export class HttpSink implements Sink {
       if (doubted.length) {
         await this.#deadLetter(doubted, deadLetter);
         refused.push(...doubted);
+        const resolving = this.#resolving.get(partition) ?? new Set();
+        for (const r of doubted) resolving.add(String(r.row.row[this.#config.id]));
+        this.#resolving.set(partition, resolving);
       }
       for (let i = 0; i < fresh.length; i += this.#config.batch) {
         const chunk = fresh.slice(i, i + this.#config.batch);

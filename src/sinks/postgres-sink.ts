@@ -9,7 +9,7 @@
 import postgres from "postgres";
 import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
-import type { CommitOffset, OutboundRecord } from "../kafka/port.ts";
+import type { CommitOffset, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { type PostgresSinkConfig, redactedUrl } from "./config.ts";
 import { DeadLetters, type Refused, type Sink, type SinkRow, type SinkWritten } from "./sink.ts";
 
@@ -50,6 +50,12 @@ export class PostgresSink implements Sink {
   #columnsReadAt = 0;
   readonly #columnsMs: number;
   readonly #deadLetters = new DeadLetters();
+  /**
+   * "topic:partition" → the epoch this member claimed it at (its first write since it was
+   * assigned the partition bumped `fv_sink_offsets.epoch`). A write checks its partitions' epochs
+   * first, row-locked: a bumped one means another member owns it now (this one is a zombie).
+   */
+  readonly #claimed = new Map<string, bigint>();
 
   constructor(config: PostgresSinkConfig, options: PostgresSinkOptions) {
     this.#config = config;
@@ -91,7 +97,17 @@ export class PostgresSink implements Sink {
     });
   }
 
-  async write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten> {
+  /** Partitions assigned or revoked: the next write for one claims it again (a new epoch). */
+  release(partitions: readonly TopicPartition[]): void {
+    for (const { topic, partition } of partitions) this.#claimed.delete(`${topic}:${partition}`);
+  }
+
+  /** A new session: every partition is claimed again. */
+  releaseAll(): void {
+    this.#claimed.clear();
+  }
+
+  async write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, inputs: readonly TopicPartition[] = offsets): Promise<SinkWritten> {
     return await this.#guard(async () => {
       await this.#ensureOffsetsTable();
       const keyed: SinkRow[] = [];
@@ -104,12 +120,16 @@ export class PostgresSink implements Sink {
       if (keyed.length > 0) await this.#ensureTable(keyed);
       const upserts = mergedByKey(keyed, this.#config.key);
       const send = (refused: readonly Refused[]) => this.#deadLetters.send(refused, `postgres:${this.#schema}.${this.#table}`, deadLetter);
+      const partitions = sortedPartitions(inputs, offsets);
       try {
-        await this.#sql.begin(async (tx) => {
+        const claims = await this.#sql.begin(async (tx) => {
+          const claims = await this.#fence(tx, partitions);
           for (const chunk of this.#chunks(upserts)) await this.#upsert(tx, chunk);
           await send(noKey);
           await this.#saveOffsets(tx, offsets);
+          return claims;
         });
+        this.#claim(claims);
         return { written: upserts.length, duplicates: 0, refused: noKey };
       } catch (error) {
         if (!isRowError(error)) throw error;
@@ -118,7 +138,8 @@ export class PostgresSink implements Sink {
       // behind a savepoint, so only the refused rows are left out (and dead-lettered).
       let written = 0;
       const refused = [...noKey];
-      await this.#sql.begin(async (tx) => {
+      const claims = await this.#sql.begin(async (tx) => {
+        const claims = await this.#fence(tx, partitions);
         for (const row of upserts) {
           try {
             await tx.savepoint((sp) => this.#upsert(sp, [row]));
@@ -130,9 +151,47 @@ export class PostgresSink implements Sink {
         }
         await send(refused);
         await this.#saveOffsets(tx, offsets);
+        return claims;
       });
+      this.#claim(claims);
       return { written, duplicates: 0, refused };
     });
+  }
+
+  /**
+   * In the checkpoint's transaction, before its rows: the partitions claimed before must still
+   * have this member's epoch (their rows locked until the commit, so a new owner's claim waits for
+   * it and then sees what it wrote); the others are claimed now, their epoch bumped. Another
+   * member's claim since ours: SINK_FENCED, and nothing of this transaction is written. Answers
+   * the new claims, kept once the transaction commits.
+   */
+  async #fence(tx: postgres.TransactionSql, partitions: readonly TopicPartition[]): Promise<Array<[string, bigint]>> {
+    const held = partitions.filter((tp) => this.#claimed.has(`${tp.topic}:${tp.partition}`));
+    const fresh = partitions.filter((tp) => !this.#claimed.has(`${tp.topic}:${tp.partition}`));
+    const table = tx(this.#offsetsTable);
+    if (held.length > 0) {
+      const found = await tx<Array<{ topic: string; partition: number; epoch: string }>>`
+        SELECT topic, partition, epoch FROM ${table}
+        WHERE pipeline = ${this.#pipeline} AND sink = ${this.dataset}
+          AND (topic, partition) IN (SELECT * FROM unnest(${held.map((tp) => tp.topic)}::text[], ${held.map((tp) => tp.partition)}::int[]))
+        ORDER BY topic, partition FOR UPDATE`;
+      const now = new Map(found.map((r) => [`${r.topic}:${r.partition}`, BigInt(r.epoch)]));
+      const taken = held.filter((tp) => now.get(`${tp.topic}:${tp.partition}`) !== this.#claimed.get(`${tp.topic}:${tp.partition}`));
+      if (taken.length > 0) {
+        throw new FvError("SINK_FENCED", `${this.#where}: another member claimed ${taken.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")} since this one did (this member was paused or cut off while the group moved on); its rows are not written, and it rejoins the group`, { context: { sink: this.dataset } });
+      }
+    }
+    if (fresh.length === 0) return [];
+    const values = fresh.map((tp) => ({ pipeline: this.#pipeline, sink: this.dataset, topic: tp.topic, partition: tp.partition, next_offset: "0", epoch: "1" }));
+    const claimed = await tx<Array<{ topic: string; partition: number; epoch: string }>>`
+      INSERT INTO ${table} ${tx(values, "pipeline", "sink", "topic", "partition", "next_offset", "epoch")}
+      ON CONFLICT (pipeline, sink, topic, partition) DO UPDATE SET epoch = ${table}.epoch + 1
+      RETURNING topic, partition, epoch`;
+    return claimed.map((r) => [`${r.topic}:${r.partition}`, BigInt(r.epoch)]);
+  }
+
+  #claim(claims: ReadonlyArray<[string, bigint]>): void {
+    for (const [key, epoch] of claims) this.#claimed.set(key, epoch);
   }
 
   /** Upserts in statements of at most ROWS_PER_STATEMENT rows, and PARAMETERS_PER_STATEMENT values. */
@@ -189,8 +248,11 @@ export class PostgresSink implements Sink {
     if (this.#offsetsTableReady) return;
     await ignoringRace(() => this.#sql`CREATE TABLE IF NOT EXISTS ${this.#sql(this.#offsetsTable)} (
       pipeline text NOT NULL, sink text NOT NULL, topic text NOT NULL, partition integer NOT NULL,
-      next_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(),
+      next_offset bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), epoch bigint NOT NULL DEFAULT 0,
       PRIMARY KEY (pipeline, sink, topic, partition))`);
+    // A table made by an earlier version has no epoch yet (looked up first: ALTER TABLE would wait for every member's open transaction).
+    const epoch = await this.#sql`SELECT 1 FROM information_schema.columns WHERE table_schema = ${this.#schema} AND table_name = ${OFFSETS_TABLE} AND column_name = 'epoch'`;
+    if (epoch.length === 0) await ignoringRace(() => this.#sql`ALTER TABLE ${this.#sql(this.#offsetsTable)} ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0`);
     this.#offsetsTableReady = true;
   }
 
@@ -317,4 +379,11 @@ function toParameter(value: unknown, type: string): unknown {
 
 function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;
+}
+
+/** The partitions a write stands for, each once, in one order for every member (row locks taken in it cannot deadlock). */
+function sortedPartitions(...lists: ReadonlyArray<readonly TopicPartition[]>): TopicPartition[] {
+  const byKey = new Map<string, TopicPartition>();
+  for (const list of lists) for (const { topic, partition } of list) byKey.set(`${topic}:${partition}`, { topic, partition });
+  return [...byKey.values()].sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
 }

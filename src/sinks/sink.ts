@@ -1,4 +1,4 @@
-import type { CommitOffset, InboundRecord, OutboundRecord } from "../kafka/port.ts";
+import type { CommitOffset, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import type { Row } from "../expr/index.ts";
 
 /** One row a stage produced for a sink, with what its dead letter needs should the sink refuse it. */
@@ -45,8 +45,12 @@ export interface Sink {
    * offset), when the sink keeps one (Postgres, in the same transaction as the rows).
    */
   positions?(): Promise<Map<string, bigint>>;
-  /** Writes one checkpoint's rows; refused rows are dead-lettered with `deadLetter` before the write is final. */
-  write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten>;
+  /**
+   * Writes one checkpoint's rows; refused rows are dead-lettered with `deadLetter` before the write
+   * is final. `inputs`: the input partitions the write stands for (its offsets', and its rows',
+   * timer-fired ones included), which a sink that fences (Postgres) checks are still this member's.
+   */
+  write(rows: readonly SinkRow[], offsets: readonly CommitOffset[], deadLetter: (records: OutboundRecord[]) => Promise<void>, inputs?: readonly TopicPartition[]): Promise<SinkWritten>;
   close(): Promise<void>;
 }
 

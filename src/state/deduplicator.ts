@@ -21,8 +21,11 @@ const SEQ_DIGITS = 12;
  * Ids written ahead of a delivery (`rememberNow`) are pending until `settleNow` marks them
  * sent. A process that dies in between leaves them pending: the next load counts them as
  * delivered, and names them in `inDoubt` (the delivery may or may not have happened), so the
- * caller can say so rather than skip them in silence. Segment lines: `{"v":2}` first, then ids,
- * and `{}` after the ids it settles (a segment of an older version has no `{"v":2}`: settled).
+ * caller can say so rather than skip them in silence. They stay in doubt, across restarts (key
+ * `<namespace>/doubt`), until the caller has dealt with them and calls `resolve`. Segment lines:
+ * a header `"\u0000v2"` first, then ids, and `"\u0000"` after the ids it settles. Both are JSON
+ * strings, so an older version reads them as ids no row has; a segment it wrote (no header) is
+ * read as settled.
  *
  * One writer per namespace: give each owner its own (the http sink uses one per sink and input
  * partition, and only the partition's owner writes it).
@@ -45,8 +48,8 @@ export class Deduplicator {
   #segments: Segment[] = [];
   /** The segment whose last ids `rememberNow` wrote ahead, until `settleNow`. */
   #pending: Segment | undefined;
-  /** The last run's pending ids, found by the load. */
-  #inDoubt: readonly string[] = [];
+  /** Ids in doubt: pending ones a run left, until resolved (kept under `<namespace>/doubt`). */
+  #inDoubt = new Set<string>();
   #loaded: Promise<void> | undefined;
   /** The window has been read (the first call's load is done). */
   #ready = false;
@@ -85,12 +88,26 @@ export class Deduplicator {
   }
 
   /**
-   * The ids the last run wrote ahead of a delivery and never marked sent (it stopped in
-   * between): counted as delivered, though the delivery may not have happened. Read after the
-   * first call (the load); [] when there are none.
+   * The ids a run wrote ahead of a delivery and never marked sent (it stopped in between), not
+   * resolved since: counted as delivered, though the delivery may not have happened. Read after
+   * the first call (the load); [] when there are none.
    */
   get inDoubt(): readonly string[] {
-    return this.#inDoubt;
+    return [...this.#inDoubt];
+  }
+
+  /** Ids in doubt dealt with (the caller reported them durably): no longer in doubt; durable once the promise resolves. */
+  async resolve(ids: readonly string[]): Promise<void> {
+    await this.#load();
+    let changed = false;
+    for (const id of ids) changed = this.#inDoubt.delete(id) || changed;
+    if (!changed) return;
+    if (this.#inDoubt.size === 0) await this.store.delete(this.#doubtKey);
+    else await this.store.put(this.#doubtKey, linesOf([...this.#inDoubt]));
+  }
+
+  get #doubtKey(): string {
+    return `${this.namespace}/doubt`;
   }
 
   /** Remembers ids as delivered; durable once the returned promise resolves. */
@@ -178,7 +195,7 @@ export class Deduplicator {
     this.#seen.clear();
     this.#segments = [];
     this.#pending = undefined;
-    this.#inDoubt = [];
+    this.#inDoubt = new Set();
     this.#loaded = undefined;
     this.#ready = false;
   }
@@ -215,9 +232,20 @@ export class Deduplicator {
       segments.sort((a, b) => a.seq - b.seq);
       for (const segment of segments) for (const id of segment.ids) this.#seen.set(id, segment.seq);
       this.#segments = segments;
-      // Only the newest segment can hold what the last run wrote ahead and never settled.
+      // In doubt: what earlier runs left and nobody resolved, and what the last run wrote ahead and
+      // never settled (only the newest segment can hold that). The latter joins the doubt key
+      // first, then its segment is settled: from then on the key alone says it.
+      const stored = await this.store.get(this.#doubtKey);
+      const doubt = new Set(stored === undefined ? [] : parseSegment(stored, this.#doubtKey).ids);
       const newest = segments.at(-1);
-      this.#inDoubt = newest ? newest.ids.slice(newest.settled) : [];
+      const unsettled = newest ? newest.ids.slice(newest.settled) : [];
+      if (unsettled.length > 0) {
+        for (const id of unsettled) doubt.add(id);
+        await this.store.put(this.#doubtKey, linesOf([...doubt]));
+        newest!.settled = newest!.ids.length;
+        await this.store.put(this.#keyOf(newest!.seq), segmentBytes(newest!));
+      }
+      this.#inDoubt = doubt;
       // A segment written by the last run stays closed: the next remember opens a new one.
       if (newest) this.#segments.push({ seq: newest.seq + 1, ids: [], settled: 0, written: false });
       this.#ready = true;
@@ -240,10 +268,12 @@ interface Segment {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-/** A segment's first line: ids that follow are settled only where a `{}` line says so. */
-const HEADER = encoder.encode('{"v":2}\n');
+/** A segment's first line: ids that follow are settled only where a SETTLED line says so. */
+const HEADER_LINE = JSON.stringify("\u0000v2");
+const HEADER = encoder.encode(`${HEADER_LINE}\n`);
 /** The ids above this line were delivered. */
-const SETTLED = encoder.encode("{}\n");
+const SETTLED_LINE = JSON.stringify("\u0000");
+const SETTLED = encoder.encode(`${SETTLED_LINE}\n`);
 
 /** Ids as segment lines: one JSON string per line (an id's own line breaks are escaped). */
 function linesOf(ids: readonly string[]): Uint8Array {
@@ -275,11 +305,11 @@ function parseSegment(bytes: Uint8Array, key: string): { ids: string[]; settled:
   lines.pop(); // after the last line break: "" or a torn line
   const ids: string[] = [];
   // A segment without the header (an older version's) is settled throughout.
-  const versioned = lines[0] === '{"v":2}';
+  const versioned = lines[0] === HEADER_LINE;
   let settled = 0;
   for (const [i, line] of lines.entries()) {
     if (i === 0 && versioned) continue;
-    if (line === "{}") {
+    if (line === SETTLED_LINE) {
       settled = ids.length;
       continue;
     }

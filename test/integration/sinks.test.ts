@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
 import type { OutboundRecord } from "../../src/kafka/port.ts";
+import { type FvError, recoveryOf } from "../../src/errors.ts";
 import { PostgresSink } from "../../src/sinks/postgres-sink.ts";
 import type { SinkRow } from "../../src/sinks/sink.ts";
 import { adminUrlOf, type CliRun, lastRecord, logsOf, startCli, waitFor } from "../helpers/cli.ts";
@@ -303,6 +304,42 @@ describe("postgres sink, the class on the real database", () => {
       expect((await sql`SELECT id, note FROM ${sql(table)} ORDER BY id`).map((r) => [Number(r.id), r.note])).toEqual([[1, null], [2, "second"]]);
     } finally {
       await sink.close();
+      await sql`DROP TABLE IF EXISTS ${sql(table)}`;
+    }
+  });
+
+  test("a zombie (a member whose partition another member claimed since) is fenced: nothing of its checkpoint is written; after it rejoins it claims again", async () => {
+    const table = uniqueName("pg_zombie").replace(/-/g, "_");
+    const [a, b] = [sinkOf(table), sinkOf(table)];
+    const offsets = (offset: number) => [{ topic: "in", partition: 0, offset: BigInt(offset) }];
+    const stored = async () => (await sql`SELECT id, v FROM ${sql(table)} ORDER BY id`).map((r) => [Number(r.id), Number(r.v)]);
+    const position = async () => (await sql`SELECT next_offset, epoch FROM fv_sink_offsets WHERE pipeline = 'class-test' AND sink = ${table} AND topic = 'in' AND partition = 0`).map((r) => [Number(r.next_offset), Number(r.epoch)]);
+    try {
+      // A owns partition 0 and writes; then pauses. The group gives the partition to B, which writes newer values.
+      await a.write([row(1, 10, 0, 0)], offsets(1), async () => {});
+      expect(await position()).toEqual([[1, 1]]);
+      await b.write([row(1, 20, 0, 1), row(2, 20, 0, 2)], offsets(3), async () => {});
+      expect(await position()).toEqual([[3, 2]]);
+      // A wakes and writes what it had: older values over B's, had it not been fenced.
+      const failure = await a.write([row(1, 11, 0, 1), row(3, 11, 0, 2)], offsets(3), async () => {}).catch((e: FvError) => e);
+      expect((failure as FvError).code).toBe("SINK_FENCED");
+      expect(recoveryOf(failure)).toBe("fenced");
+      expect((failure as FvError).message).toContain("another member claimed in:0 since this one did");
+      expect(await stored()).toEqual([[1, 20], [2, 20]]);
+      // A timer's rows (no source record) stand for the partition too: fenced the same.
+      const timer: SinkRow = { row: { id: 4, v: 11 }, key: "4", partition: 0, stageLabel: "stage 1" };
+      expect(((await a.write([timer], [], async () => {}, [{ topic: "in", partition: 0 }]).catch((e: FvError) => e)) as FvError).code).toBe("SINK_FENCED");
+      expect(await stored()).toEqual([[1, 20], [2, 20]]);
+      // B goes on; A, rejoined and given the partition again, claims it anew (B would be fenced now).
+      await b.write([row(2, 21, 0, 3)], offsets(4), async () => {});
+      a.releaseAll();
+      await a.write([row(1, 12, 0, 4)], offsets(5), async () => {});
+      expect(await position()).toEqual([[5, 3]]);
+      expect(((await b.write([row(2, 22, 0, 5)], offsets(6), async () => {}).catch((e: FvError) => e)) as FvError).code).toBe("SINK_FENCED");
+      expect(await stored()).toEqual([[1, 12], [2, 21]]);
+    } finally {
+      await a.close();
+      await b.close();
       await sql`DROP TABLE IF EXISTS ${sql(table)}`;
     }
   });

@@ -23,19 +23,23 @@ const stages = compileTopology({ stages: [{ inputs: ["orders"], output: "totals"
 /** A sink that records each write; `fail` makes the next writes throw SINK_UNAVAILABLE. */
 function recordingSink(positions = new Map<string, bigint>()) {
   const writes: Array<{ rows: number[]; offsets: string[] }> = [];
+  /** Each write's `inputs` (the partitions it stands for). */
+  const inputsOf: string[][] = [];
   let failures = 0;
-  const sink: Sink & { writes: typeof writes; fail(n: number): void } = {
+  const sink: Sink & { writes: typeof writes; inputs: typeof inputsOf; fail(n: number): void } = {
     kind: "postgres",
     dataset: "totals",
     writes,
+    inputs: inputsOf,
     fail: (n) => void (failures = n),
     positions: async () => positions,
-    write: async (rows: readonly SinkRow[], offsets: readonly CommitOffset[], _deadLetter: (records: OutboundRecord[]) => Promise<void>): Promise<SinkWritten> => {
+    write: async (rows: readonly SinkRow[], offsets: readonly CommitOffset[], _deadLetter: (records: OutboundRecord[]) => Promise<void>, inputs?: readonly TopicPartition[]): Promise<SinkWritten> => {
       if (failures > 0) {
         failures--;
         throw new FvError("SINK_UNAVAILABLE", "postgres sink \"totals\" is unreachable: connect ECONNREFUSED");
       }
       writes.push({ rows: rows.map((r) => r.row.id as number), offsets: offsets.map((o) => `${o.topic}:${o.partition}@${o.offset}`) });
+      inputsOf.push((inputs ?? []).map((tp) => `${tp.topic}:${tp.partition}`).sort());
       return { written: rows.length, duplicates: 0, refused: [] };
     },
     close: async () => {},
@@ -72,6 +76,16 @@ describe("SinkSet", () => {
     expect(counters.sinkWritten).toBe(2);
     // The buffer was taken: the next checkpoint has nothing of these.
     expect(sinks.take().size).toBe(0);
+  });
+
+  test("a write stands for the input partitions of its offsets and rows, a timer's rows (no source) included: those a fencing sink checks", async () => {
+    const { sink, sinks } = setUp();
+    const timer: SinkRow = { row: { id: 99 }, key: null, partition: 2, stageLabel: "stage 1" };
+    const notMine: SinkRow = { row: { id: 98 }, key: null, partition: 3, stageLabel: "stage 1" };
+    sinks.add(new Map([["totals", [rowOf(0, 10), timer, notMine]]]), none);
+    await sinks.write(sinks.take(), [{ topic: "orders", partition: 1, offset: 5n }], async () => {}, () => false, owning({ topic: "orders", partition: 0 }, { topic: "orders", partition: 1 }, { topic: "orders", partition: 2 }));
+    expect(sink.writes).toEqual([{ rows: [10, 99], offsets: ["orders:1@5"] }]);
+    expect(sink.inputs).toEqual([["orders:0", "orders:1", "orders:2"]]);
   });
 
   test("rows of partitions revoked during a batch or by a rebalance are not kept", () => {

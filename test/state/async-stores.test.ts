@@ -103,8 +103,8 @@ describe("Deduplicator", () => {
     const dedup = new Deduplicator(store, "w").withWindow(16); // segments of 2 ids
     for (let i = 0; i < 40; i++) await dedup.remember([`id${i}`]);
     const segments = await store.list("w/");
-    // Ids are the JSON strings; `{"v":2}` heads each segment and `{}` settles the ids above it.
-    const held = segments.flatMap((k) => text(store.data.get(k))!.split("\n").filter(Boolean).map((line) => JSON.parse(line) as unknown).filter((v): v is string => typeof v === "string"));
+    // Ids are the lines; "\u0000v2" heads each segment and "\u0000" settles the ids above it.
+    const held = segments.flatMap((k) => text(store.data.get(k))!.split("\n").filter(Boolean).map((line) => JSON.parse(line) as string).filter((id) => !id.startsWith("\u0000")));
     // At least the last 16 ids, and less than a segment more.
     expect(held.length).toBeGreaterThanOrEqual(16);
     expect(held.length).toBeLessThan(16 + 2);
@@ -135,12 +135,12 @@ describe("Deduplicator", () => {
     expect(await dedup.isNew("a")).toBe(true);
     expect(dedup.canRememberNow).toBe(true);
     dedup.rememberNow(["a", "b"]);
+    dedup.settleNow();
     // Synchronously on disk: a second reader (a restart) sees them at once.
     expect(await new Deduplicator(store, "sink/p0").isNew("a")).toBe(false);
-    dedup.settleNow();
     dedup.rememberNow(["c\nd"]);
     dedup.settleNow();
-    expect(readFileSync(join(dir, "w", "sink%2Fp0%2F000000000001.bin"), "utf8")).toBe('{"v":2}\n"a"\n"b"\n{}\n"c\\nd"\n{}\n');
+    expect(readFileSync(join(dir, "w", "sink%2Fp0%2F000000000001.bin"), "utf8")).toBe('"\\u0000v2"\n"a"\n"b"\n"\\u0000"\n"c\\nd"\n"\\u0000"\n');
     await dedup.forget(["b"]);
     expect(await dedup.isNew("b")).toBe(true);
     expect(await new Deduplicator(store, "sink/p0").isNew("b")).toBe(true);
@@ -155,57 +155,65 @@ describe("Deduplicator", () => {
     expect(() => remote.rememberNow(["x"])).toThrow("rememberNow needs a store with appendNow");
   });
 
-  test("ids written ahead and never settled (the process stopped between) are in doubt at the next load: still not new, named once", async () => {
+  test("ids written ahead and never settled (the process stopped between) are in doubt at the next load, and stay so across restarts until resolved", async () => {
     const dir = tempDir();
     const store = new FileStateStore(join(dir, "w"), nodeFiles());
-    const first = new Deduplicator(store, "sink/p0");
-    await first.open();
+    const open = async () => {
+      const dedup = new Deduplicator(store, "sink/p0");
+      await dedup.open();
+      return dedup;
+    };
+    const first = await open();
     expect(first.inDoubt).toEqual([]);
     first.rememberNow(["a", "b"]);
     first.settleNow();
     first.rememberNow(["c", "d"]); // written ahead; the process dies before the request is handed on
-    const second = new Deduplicator(store, "sink/p0");
-    await second.open();
+    const second = await open();
     expect(second.inDoubt).toEqual(["c", "d"]);
     expect([await second.isNew("a"), await second.isNew("c"), await second.isNew("e")]).toEqual([false, false, true]);
-    // The next run's first request opens a new segment: a later load no longer names c and d.
+    // The next run writes and settles a segment of its own, and dies before dealing with c and d: still in doubt.
     second.rememberNow(["e"]);
     second.settleNow();
-    const third = new Deduplicator(store, "sink/p0");
-    await third.open();
-    expect(third.inDoubt).toEqual([]);
-    expect(await third.isNew("c")).toBe(false);
+    const third = await open();
+    expect(third.inDoubt).toEqual(["c", "d"]);
+    await third.resolve(["c"]);
+    expect((await open()).inDoubt).toEqual(["d"]);
+    await third.resolve(["d"]);
+    const fourth = await open();
+    expect(fourth.inDoubt).toEqual([]);
+    expect(await fourth.isNew("c")).toBe(false);
     // A new segment's first request, cut off before it was settled: all of it in doubt.
-    third.rememberNow(["f", "g"]);
-    const fourth = new Deduplicator(store, "sink/p0");
-    await fourth.open();
-    expect(fourth.inDoubt).toEqual(["f", "g"]);
+    fourth.rememberNow(["f", "g"]);
+    const fifth = await open();
+    expect(fifth.inDoubt).toEqual(["f", "g"]);
+    await fifth.resolve(["f", "g"]);
     // forget takes the pending ids back: what is left is settled.
-    await fourth.isNew("h");
-    fourth.rememberNow(["h"]);
-    await fourth.forget(["h"]);
-    const fifth = new Deduplicator(store, "sink/p0");
-    await fifth.open();
-    expect(fifth.inDoubt).toEqual([]);
-    expect(await fifth.isNew("h")).toBe(true);
+    fifth.rememberNow(["h"]);
+    await fifth.forget(["h"]);
+    const sixth = await open();
+    expect(sixth.inDoubt).toEqual([]);
+    expect(await sixth.isNew("h")).toBe(true);
   });
 
-  test("a segment of the earlier format (ids only, no header) is read as settled", async () => {
+  test("an older version's segment (ids only) is read as settled; the markers are JSON strings, which an older reader takes for ids no row has", async () => {
     const store = memoryStore();
     await store.put("old/000000000001", new TextEncoder().encode('"a"\n"b"\n'));
     const dedup = new Deduplicator(store, "old");
     await dedup.open();
     expect(dedup.inDoubt).toEqual([]);
     expect([await dedup.isNew("a"), await dedup.isNew("b"), await dedup.isNew("c")]).toEqual([false, false, true]);
+    await dedup.remember(["c"]);
+    const lines = text(store.data.get("old/000000000002"))!.split("\n").filter(Boolean);
+    expect(lines.map((line) => typeof JSON.parse(line))).toEqual(["string", "string", "string"]);
   });
 
   test("remember and forget rewrite the segment settled: remember's ids are delivered already", async () => {
     const store = memoryStore();
     const dedup = new Deduplicator(store, "r");
     await dedup.remember(["a", "b"]);
-    expect(text(store.data.get("r/000000000001"))).toBe('{"v":2}\n"a"\n"b"\n{}\n');
+    expect(text(store.data.get("r/000000000001"))).toBe('"\\u0000v2"\n"a"\n"b"\n"\\u0000"\n');
     await dedup.forget(["b"]);
-    expect(text(store.data.get("r/000000000001"))).toBe('{"v":2}\n"a"\n{}\n');
+    expect(text(store.data.get("r/000000000001"))).toBe('"\\u0000v2"\n"a"\n"\\u0000"\n');
     const again = new Deduplicator(store, "r");
     await again.open();
     expect(again.inDoubt).toEqual([]);
