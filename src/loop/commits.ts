@@ -236,6 +236,10 @@ export class Commits {
   }
 
   #commitFailed(session: Session, offsets: CommitOffset[], hadState: boolean, error: unknown): void {
+    // A sink found another member's claim on a partition: this member may still be assigned it
+    // (a zombie let back in), so skipping to the next checkpoint would commit past these rows.
+    // The session ends; the next one starts from the last commit and claims again.
+    if (error instanceof FvError && error.code === "SINK_FENCED") throw error;
     const recovery = recoveryOf(error);
     // State changes already drained cannot be put back: a session restart reads the state again
     // from the changelog, consistent with the last committed offsets.
