@@ -237,7 +237,8 @@ fail_start() {
 # The broker keeps a file open per partition (at least), and its open-file limit is this shell's:
 # test topics pile up over many runs (every test names its own), and past the limit the broker
 # dies ("Too many open files", seen after ~19,000 partition folders under a limit of 20,000).
-# Warns at 60% of the limit; with FV_KAFKA_RESET_WHEN_FULL=1 (npm test sets it) the data is reset.
+# Warns at 60% of the limit; with FV_KAFKA_RESET_WHEN_FULL=1 (npm test sets it) the data of a
+# broker that is not running is reset.
 check_partition_count() {
   [[ -d "$DATA_DIR" ]] || return 0
   local count limit
@@ -245,7 +246,8 @@ check_partition_count() {
   limit=$(ulimit -n)
   [[ "$limit" == unlimited ]] && return 0
   (( count * 10 < limit * 6 )) && return 0
-  if [[ "${FV_KAFKA_RESET_WHEN_FULL:-}" == 1 ]]; then
+  # Only a broker that is not running is reset: another run may be using a running one.
+  if [[ "${FV_KAFKA_RESET_WHEN_FULL:-}" == 1 ]] && ! our_pid >/dev/null && ! port_open; then
     log "the broker's data holds $count partition folders, near this shell's open-file limit ($limit): resetting it (FV_KAFKA_RESET_WHEN_FULL=1; every topic is deleted)"
     cmd_down
     rm -rf "$DATA_DIR"

@@ -152,8 +152,19 @@ export class SinkSet {
     }
   }
 
-  /** Reads, before a batch, the positions of the sinks the batch's records may be skipped for. */
+  /**
+   * Before a batch: a Postgres sink claims the batch's input partitions it has not claimed since
+   * they were assigned (so a member paused from here on is fenced), and then the positions of the
+   * sinks the batch's records may be skipped for are read.
+   */
   async prepare(records: readonly InboundRecord[], stopping: () => boolean): Promise<void> {
+    for (const [dataset, entry] of this.#entries) {
+      if (!(entry.sink instanceof PostgresSink)) continue;
+      const sink = entry.sink;
+      const inputs = new PartitionSet();
+      for (const r of records) if (entry.inputs.has(r.topic)) inputs.add(r);
+      if (inputs.size > 0) await this.#waiting(dataset, () => sink.claim([...inputs]), stopping);
+    }
     for (const [dataset, entry] of this.#entries) {
       if (!entry.skipWritten || this.#known.has(dataset) || !records.some((r) => entry.inputs.has(r.topic))) continue;
       this.#known.set(dataset, await this.#waiting(dataset, () => entry.sink.positions!(), stopping));

@@ -97,7 +97,22 @@ export class PostgresSink implements Sink {
     });
   }
 
-  /** Partitions assigned or revoked: the next write for one claims it again (a new epoch). */
+  /**
+   * Claims the input partitions not claimed yet (each one's epoch up by one), before any of their
+   * records is processed: a member paused after that, even before its first write, finds its claim
+   * taken when it writes. The claim waits for an open transaction of the partition's last owner
+   * (its row lock), so a positions read after it sees what that owner wrote.
+   */
+  async claim(partitions: readonly TopicPartition[]): Promise<void> {
+    const fresh = sortedPartitions(partitions).filter((tp) => !this.#claimed.has(`${tp.topic}:${tp.partition}`));
+    if (fresh.length === 0) return;
+    await this.#guard(async () => {
+      await this.#ensureOffsetsTable();
+      this.#claim(await this.#sql.begin((tx) => this.#claimIn(tx, fresh)));
+    });
+  }
+
+  /** Partitions assigned or revoked: claimed again before their next records (a new epoch). */
   release(partitions: readonly TopicPartition[]): void {
     for (const { topic, partition } of partitions) this.#claimed.delete(`${topic}:${partition}`);
   }
@@ -181,8 +196,16 @@ export class PostgresSink implements Sink {
         throw new FvError("SINK_FENCED", `${this.#where}: another member claimed ${taken.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")} since this one did (this member was paused or cut off while the group moved on); its rows are not written, and it rejoins the group`, { context: { sink: this.dataset } });
       }
     }
-    if (fresh.length === 0) return [];
-    const values = fresh.map((tp) => ({ pipeline: this.#pipeline, sink: this.dataset, topic: tp.topic, partition: tp.partition, next_offset: "0", epoch: "1" }));
+    // Not claimed before its records were processed (rows a timer fired for a task restored
+    // without new records): claimed now.
+    return await this.#claimIn(tx, fresh);
+  }
+
+  /** Bumps the epochs of `partitions` (sorted) in `tx`: this member's claims, once it commits. */
+  async #claimIn(tx: postgres.TransactionSql, partitions: readonly TopicPartition[]): Promise<Array<[string, bigint]>> {
+    if (partitions.length === 0) return [];
+    const table = tx(this.#offsetsTable);
+    const values = partitions.map((tp) => ({ pipeline: this.#pipeline, sink: this.dataset, topic: tp.topic, partition: tp.partition, next_offset: "0", epoch: "1" }));
     const claimed = await tx<Array<{ topic: string; partition: number; epoch: string }>>`
       INSERT INTO ${table} ${tx(values, "pipeline", "sink", "topic", "partition", "next_offset", "epoch")}
       ON CONFLICT (pipeline, sink, topic, partition) DO UPDATE SET epoch = ${table}.epoch + 1

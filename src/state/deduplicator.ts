@@ -235,10 +235,16 @@ export class Deduplicator {
       // In doubt: what earlier runs left and nobody resolved, and what the last run wrote ahead and
       // never settled (only the newest segment can hold that). The latter joins the doubt key
       // first, then its segment is settled: from then on the key alone says it.
+      // An id that left the window is no longer in doubt: it is new again, and delivered as such.
       const stored = await this.store.get(this.#doubtKey);
-      const doubt = new Set(stored === undefined ? [] : parseSegment(stored, this.#doubtKey).ids);
+      const kept = stored === undefined ? [] : parseSegment(stored, this.#doubtKey).ids;
+      const doubt = new Set(kept.filter((id) => this.#seen.has(id)));
       const newest = segments.at(-1);
       const unsettled = newest ? newest.ids.slice(newest.settled) : [];
+      if (doubt.size < kept.length && unsettled.length === 0) {
+        if (doubt.size === 0) await this.store.delete(this.#doubtKey);
+        else await this.store.put(this.#doubtKey, linesOf([...doubt]));
+      }
       if (unsettled.length > 0) {
         for (const id of unsettled) doubt.add(id);
         await this.store.put(this.#doubtKey, linesOf([...doubt]));

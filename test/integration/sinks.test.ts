@@ -398,6 +398,13 @@ describe("postgres sink, the class on the real database", () => {
       expect(await position()).toEqual([[5, 3]]);
       expect(((await b.write([row(2, 22, 0, 5)], offsets(6), async () => {}).catch((e: FvError) => e)) as FvError).code).toBe("SINK_FENCED");
       expect(await stored()).toEqual([[1, 12], [2, 21]]);
+      // A member claims a partition before processing its records (SinkSet.prepare): paused before
+      // its first write, it is fenced all the same.
+      b.releaseAll();
+      await b.claim([{ topic: "in", partition: 1 }]);
+      await a.write([row(5, 30, 1, 0)], [{ topic: "in", partition: 1, offset: 1n }], async () => {});
+      expect(((await b.write([row(5, 29, 1, 0)], [{ topic: "in", partition: 1, offset: 1n }], async () => {}).catch((e: FvError) => e)) as FvError).code).toBe("SINK_FENCED");
+      expect(await stored()).toEqual([[1, 12], [2, 21], [5, 30]]);
     } finally {
       await a.close();
       await b.close();

@@ -195,6 +195,27 @@ describe("Deduplicator", () => {
     expect(await sixth.isNew("h")).toBe(true);
   });
 
+  test("an id in doubt that has left the window is no longer in doubt (it is new again)", async () => {
+    const dir = tempDir();
+    const store = new FileStateStore(join(dir, "w"), nodeFiles());
+    const first = new Deduplicator(store, "n", { window: 16 }); // segments of 2 ids
+    await first.open();
+    first.rememberNow(["x", "y"]); // never settled
+    const second = new Deduplicator(store, "n", { window: 16 });
+    await second.open();
+    expect(second.inDoubt).toEqual(["x", "y"]);
+    for (let i = 0; i < 20; i++) {
+      second.rememberNow([`id${i}`]);
+      second.settleNow();
+      await second.prune();
+    }
+    const third = new Deduplicator(store, "n", { window: 16 });
+    await third.open();
+    expect(third.inDoubt).toEqual([]);
+    expect(await third.isNew("x")).toBe(true);
+    expect(await store.get("n/doubt")).toBeUndefined();
+  });
+
   test("an older version's segment (ids only) is read as settled; the markers are JSON strings, which an older reader takes for ids no row has", async () => {
     const store = memoryStore();
     await store.put("old/000000000001", new TextEncoder().encode('"a"\n"b"\n'));
