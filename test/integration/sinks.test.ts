@@ -149,8 +149,14 @@ describe("postgres sink", () => {
     try {
       run = await killRepeatedly(file, { STREAM_INSTANCE_ID: name }, 5, count, 200);
       await flow.done;
-      await waitFor(async () => (await count()) >= 200, 90_000, "all 200 window rows").catch((error) => {
+      await waitFor(async () => (await count()) >= 200, 90_000, "all 200 window rows").catch(async (error) => {
         console.log(logsOf(run!, 40));
+        console.log(`rows ${await count()}; last metrics ${JSON.stringify(lastRecord(run!.records)?.metrics)}`);
+        const rows = await sql.unsafe(`SELECT sym, "windowStart", count FROM ${table} ORDER BY sym, "windowStart"`).catch(() => []);
+        const have = new Set(rows.map((r) => `${r.sym}@${r.windowStart}`));
+        const missing = [];
+        for (let k = 0; k < 20; k++) for (let w = 0; w < 10; w++) if (!have.has(`s${k}@${base + w * 60_000}`)) missing.push(`s${k}@${w}`);
+        console.log(`missing windows (${missing.length}): ${missing.slice(0, 40).join(" ")}`);
         throw error;
       });
       const rows = await sql.unsafe(`SELECT sym, "windowStart", count FROM ${table} ORDER BY sym, "windowStart"`);
