@@ -304,8 +304,9 @@ export class ConsumerLoop {
       session.polling = true;
       if (this.#state === "STARTING") this.#to("RUNNING");
       await this.#poll(session);
-      // The ordered end: the in-flight batch is done; checkpoint, then leave the group.
+      // The ordered end: the in-flight batch is done; the watermarks of its rows, checkpoint, then leave the group.
       if (session.revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction");
+      await this.#announce(session, Date.now(), true);
       if (session.tx) await this.#commits.transaction(session, { flush: true });
       else await this.#commits.atLeastOnce(session, { flush: true });
     } catch (error) {
@@ -324,6 +325,18 @@ export class ConsumerLoop {
       session.releaseRebalance();
       await session.close(this.#timings.closeTimeoutMs, this.#log);
     }
+  }
+
+  /**
+   * Sends the hops' watermark records that are due (`changedNow`: every changed one, as a
+   * checkpoint's offsets need) after the rows they cover.
+   */
+  async #announce(session: Session, now: number, changedNow: boolean): Promise<void> {
+    if (!this.#upstreamHops.length) return;
+    const watchdog = this.#watchdog;
+    const lag = { knownBehind: (tp: TopicPartition) => watchdog.knownBehind(session, tp), caughtUp: (tp: TopicPartition) => watchdog.caughtUp(session, tp) };
+    const out = session.upstream.announce(now, watchdog.quietMs(now), session.consumer.owned(), lag, changedNow);
+    if (out.length) await session.emit(out);
   }
 
   /** The poll loop of a session, until stopped or idle; a failure throws. */
@@ -361,13 +374,11 @@ export class ConsumerLoop {
           break;
         }
       }
-      // Repartition hops: tell every repartition partition how far each upstream partition got.
-      if (this.#upstreamHops.length) {
-        const lag = { knownBehind: (tp: TopicPartition) => watchdog.knownBehind(session, tp), caughtUp: (tp: TopicPartition) => watchdog.caughtUp(session, tp) };
-        const out = session.upstream.announce(now, watchdog.quietMs(now), session.consumer.owned(), lag);
-        if (out.length) await session.emit(out);
-      }
-      if (session.checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs) {
+      const checkpointDue = session.checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs;
+      // Repartition hops: tell every repartition partition how far each upstream partition got
+      // (before a checkpoint, every change: its offsets must not go ahead of their watermarks).
+      await this.#announce(session, now, checkpointDue);
+      if (checkpointDue) {
         session.checkpointNow = false;
         // Exactly-once: while the last commit still runs this one waits, and its transaction grows.
         if (await this.#commits.checkpoint(session)) lastCheckpoint = now;

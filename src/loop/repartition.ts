@@ -143,9 +143,18 @@ export class UpstreamTracker {
    * rows it covers (same producer, so it is read after them). Sent when it changed (at most every
    * 100 ms) and every 2 s regardless, so a restarted downstream task hears every source soon. A
    * partition without rows for STREAM_IDLE_PARTITION_MS is announced idle: it stops holding the
-   * downstream watermark back.
+   * downstream watermark back. `changedNow`: a changed watermark goes out at once, whenever it
+   * was last sent. The loop asks for that before a checkpoint takes the input offsets: those
+   * offsets must not be committed ahead of the watermark of the rows they cover, or a restart
+   * (which reads none of those rows again) never sends it, and the windows it closes never fire.
    */
-  announce(now: number, loopQuietMs: number, owned: TopicPartition[], lag: { knownBehind(tp: TopicPartition): boolean; caughtUp(tp: TopicPartition): boolean }): OutboundRecord[] {
+  announce(
+    now: number,
+    loopQuietMs: number,
+    owned: TopicPartition[],
+    lag: { knownBehind(tp: TopicPartition): boolean; caughtUp(tp: TopicPartition): boolean },
+    changedNow = false,
+  ): OutboundRecord[] {
     const idleMs = this.#idleMs;
     const out: OutboundRecord[] = [];
     for (const hop of this.#hops) {
@@ -161,7 +170,7 @@ export class UpstreamTracker {
         const idle = now - (u.seenAt ?? u.ownedSince) > idleMs && !lag.knownBehind(tp) && (loopQuietMs > idleMs || lag.caughtUp(tp));
         if (u.max === undefined && !idle) continue;
         const changed = !u.sent || u.sent.watermark !== u.max || u.sent.idle !== idle;
-        if (u.sent && now - u.sent.at < (changed ? WATERMARK_CHANGED_MS : WATERMARK_REPEAT_MS)) continue;
+        if (u.sent && !(changed && changedNow) && now - u.sent.at < (changed ? WATERMARK_CHANGED_MS : WATERMARK_REPEAT_MS)) continue;
         u.sent = { watermark: u.max, idle, at: now };
         out.push(...watermarkRecords(hop, { source: partitionText(tp), watermark: u.max ?? null, idle }));
       }

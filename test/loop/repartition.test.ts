@@ -77,6 +77,19 @@ describe("the upstream side", () => {
     expect(upstream.announce(now + 2200, 0, owned, lag)).toHaveLength(3);
   });
 
+  test("before a checkpoint (changedNow) a changed watermark goes out at once, inside the 100 ms; an unchanged one does not", () => {
+    const upstream = tracker();
+    upstream.note(0, { topic: "trades", partition: 1 }, 700);
+    const now = Date.now();
+    expect(upstream.announce(now, 0, owned, lag)).toHaveLength(3);
+    // The close row of the partition, read 10 ms later: a checkpoint is about to commit its offset.
+    upstream.note(0, { topic: "trades", partition: 1 }, 3_600_000);
+    expect(upstream.announce(now + 10, 0, owned, lag)).toEqual([]);
+    const forced = upstream.announce(now + 10, 0, owned, lag, true);
+    expect(forced.map((r) => JSON.parse(r.value as string))).toEqual(Array(3).fill({ source: "trades:1", watermark: 3_600_000, idle: false }));
+    expect(upstream.announce(now + 20, 0, owned, lag, true)).toEqual([]);
+  });
+
   test("a partition with no rows for the idle time is announced idle, unless it is known to be behind", () => {
     const upstream = tracker();
     const later = Date.now() + 11_000;
