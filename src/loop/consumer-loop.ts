@@ -376,15 +376,20 @@ export class ConsumerLoop {
       }
       const checkpointDue = session.checkpointNow || now - lastCheckpoint >= settings.checkpointIntervalMs;
       // Repartition hops: tell every repartition partition how far each upstream partition got
-      // (before a checkpoint, every change: its offsets must not go ahead of their watermarks).
-      await this.#announce(session, now, checkpointDue);
+      // (before a checkpoint, every change: its offsets must not go ahead of their watermarks;
+      // not while an exactly-once commit still runs, which makes this checkpoint wait anyway).
+      const takesOffsets = checkpointDue && (!session.tx || !session.collector.committing || session.rebalanceWaiters.length > 0);
+      await this.#announce(session, now, takesOffsets);
       if (checkpointDue) {
         session.checkpointNow = false;
         // Exactly-once: while the last commit still runs this one waits, and its transaction grows.
         if (await this.#commits.checkpoint(session)) lastCheckpoint = now;
       }
       if (session.backgroundError) throw session.backgroundError;
-      if (session.tx) await watchdog.releaseHeld(session, now, () => this.#commits.transaction(session, { flush: true }), () => this.#written(session));
+      if (session.tx) {
+        const flush = async () => (await this.#announce(session, Date.now(), true), await this.#commits.transaction(session, { flush: true }));
+        await watchdog.releaseHeld(session, now, flush, () => this.#written(session));
+      }
       watchdog.refreshEnds(session, now);
       if (session.revokedMidTransaction) {
         throw new FvError("KAFKA_FENCED", "partitions were revoked while their records were in the open transaction: aborting it and rejoining");
