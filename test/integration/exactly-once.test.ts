@@ -346,20 +346,27 @@ describe("exactly-once", () => {
   });
 
   test("a member killed mid-stream: the one that takes its partitions fences its transactional id at once, and every record is there exactly once", async () => {
-    const { name, output, a, b, expected } = await twoInstances("departed");
+    const { name, input, output, a, b, total } = await twoInstances("departed");
     let collector: ReturnType<typeof collect> | undefined;
+    // The input keeps flowing: a member that joins after the other has read the whole backlog
+    // (a fast broker: B read 150,000 rows first) still gets rows to consume before it is killed.
+    const flow = keepProducing(input, total);
+    let expected = expectedIds(total);
     try {
       await waitFor(() => owns(a) > 0 && owns(b) > 0 && (lastRecord(a.records)?.metrics?.consumed ?? 0) > 0, 90_000, "both instances consuming");
       a.child.kill("SIGKILL");
       await waitFor(() => owns(b) === 4, 60_000, "B to take A's partitions");
       // B learnt from the group who owned them, and fences that member's transactional id.
       await waitFor(() => (lastRecord(b.records)?.metrics?.transactionsFenced ?? 0) >= 1, 30_000, "B to fence A's transactional id");
+      expected = expectedIds(await flow.stop());
       collector = collect(output);
       await waitFor(() => tally(collector!.records, expected).missing.length === 0, 120_000, "every expected record");
     } catch (error) {
+      console.log(`=== A\n${logsOf(a)}\n${JSON.stringify(lastRecord(a.records)?.metrics)}`);
       console.log(`=== B\n${logsOf(b)}\n${JSON.stringify(lastRecord(b.records)?.metrics)}`);
       a.child.kill("SIGKILL");
       b.child.kill("SIGKILL");
+      await flow.stop();
       await collector?.stop();
       throw error;
     }
