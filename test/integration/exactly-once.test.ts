@@ -308,11 +308,12 @@ describe("exactly-once", () => {
     let expected = expectedIds(total);
     const consumedBy = (run: CliRun) => lastRecord(run.records)?.metrics?.consumed ?? 0;
     try {
-      await waitFor(() => owns(a) > 0 && owns(b) > 0 && consumedBy(a) > 0, 90_000, "both instances consuming");
-      // The input keeps flowing through the pause: A is paused with work in hand (a member paused
+      // The input keeps flowing from the start: A is paused with work in hand (a member paused
       // once its input ran dry has nothing left to be fenced on: that was a flaky run, not a zombie),
-      // and its partitions still get records while it sleeps.
+      // its partitions still get records while it sleeps, and a member that joins after the other
+      // read the whole backlog (a fast broker) still gets rows to consume.
       flow = keepProducing(input, total);
+      await waitFor(() => owns(a) > 0 && owns(b) > 0 && consumedBy(a) > 0, 90_000, "both instances consuming");
       const before = consumedBy(a);
       await waitFor(() => consumedBy(a) >= before + 2000, 60_000, "A to consume the flowing input");
       a.child.kill("SIGSTOP");
