@@ -51,8 +51,8 @@ export class PostgresSink implements Sink {
   readonly #columnsMs: number;
   readonly #deadLetters = new DeadLetters();
   /**
-   * "topic:partition" → the epoch this member claimed it at (its first write since it was
-   * assigned the partition bumped `fv_sink_offsets.epoch`). A write checks its partitions' epochs
+   * "topic:partition" → the epoch this member claimed it at (`claim`, before the partition's first
+   * records since its assignment, bumped `fv_sink_offsets.epoch`). A write checks its partitions' epochs
    * first, row-locked: a bumped one means another member owns it now (this one is a zombie).
    */
   readonly #claimed = new Map<string, bigint>();
