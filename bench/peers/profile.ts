@@ -70,7 +70,7 @@ await new Promise<void>((r) => counter.stdout!.on("data", (d) => { counted += d;
 const done = new Promise<void>((r) => counter.on("exit", () => r()));
 
 // 3. the engine under its profiler
-const env = { STREAM_EXACTLY_ONCE: String(guarantee === "eos"), STREAM_CHECKPOINT_INTERVAL_MS: "1000", STREAM_ADMIN_ADDR: "off", STREAM_LOG_FORMAT: "json", STREAM_LOG_LEVEL: "warn", FV_TRANSFORMS_DIR: join(ROOT, "functions") };
+const env = { STREAM_EXACTLY_ONCE: String(guarantee === "eos"), STREAM_CHECKPOINT_INTERVAL_MS: process.env.BENCH_COMMIT_MS ?? "1000", STREAM_ADMIN_ADDR: "off", STREAM_LOG_FORMAT: "json", STREAM_LOG_LEVEL: "warn", FV_TRANSFORMS_DIR: join(ROOT, "functions") };
 const bin = (b: string) => join(ROOT, "node_modules/.bin", b);
 let engine: ChildProcess;
 let stopDeno: (() => Promise<unknown>) | undefined;

@@ -99,7 +99,8 @@ export function filterAbortedTransactions(consumer: any, fetchApi?: (api: any) =
     });
 }
 
-function findSymbol(object: object, description: string): symbol | undefined {
+/** A symbol of an object or its prototypes, by its description (the library keeps its hooks behind symbols). */
+export function findSymbol(object: object, description: string): symbol | undefined {
   for (let o: object | null = object; o; o = Object.getPrototypeOf(o)) {
     const found = Object.getOwnPropertySymbols(o).find((s) => s.description === description);
     if (found) return found;

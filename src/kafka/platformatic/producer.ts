@@ -2,13 +2,14 @@
  * Producing on @platformatic/kafka: sends split to stay under the broker's request limit, and
  * checked against what the library says it wrote.
  */
-import type { Buffer } from "node:buffer";
+import { Buffer } from "node:buffer";
 import { Producer as PltProducer } from "@platformatic/kafka";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, OutboundRecord, Producer, Written } from "../port.ts";
 import { classify } from "./errors.ts";
 import { partitionOfKey } from "../murmur2.ts";
-import { type OutgoingMessage, partitioner, toMessage } from "./records.ts";
+import { type LibraryProducer, type OutgoingMessage, partitioner, toMessage } from "./records.ts";
+import { useLeanProduce } from "./produce-encoder.ts";
 
 /**
  * Produce requests stay under the broker's message.max.bytes (1 MiB by default): a send is split
@@ -18,7 +19,7 @@ import { type OutgoingMessage, partitioner, toMessage } from "./records.ts";
  */
 const MAX_SEND_BYTES = 512 * 1024;
 
-export function chunkBySize<T extends { topic: string; partition?: number; key?: Buffer; value?: Buffer }>(messages: T[]): T[][] {
+export function chunkBySize<T extends { topic: string; partition?: number; key?: Buffer; value?: Buffer | string }>(messages: T[]): T[][] {
   // Keep explicit-partition groups together, in their order.
   const groups: T[][] = [];
   const byPartition = new Map<string, T[]>();
@@ -40,7 +41,7 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
   let current: T[] = [];
   let bytes = 0;
   for (const group of groups) {
-    const size = group.reduce((sum, m) => sum + (m.key?.length ?? 0) + (m.value?.length ?? 0) + 64, 0);
+    const size = group.reduce((sum, m) => sum + (m.key?.length ?? 0) + valueBytes(m.value) + 64, 0);
     if (current.length && bytes + size > MAX_SEND_BYTES) {
       chunks.push(current);
       current = [];
@@ -53,6 +54,8 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
   if (current.length) chunks.push(current);
   return chunks;
 }
+
+const valueBytes = (value: Buffer | string | undefined): number => (value === undefined ? 0 : typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.length);
 
 /**
  * Checks that a send the library acknowledged wrote to every partition it had records for: the
@@ -67,7 +70,7 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
  * Checks that a send wrote every partition its messages went to (see below), and notes in
  * `written` the first offset it wrote in each (the batch's base offset, as Kafka reports it).
  */
-export function checkWritten(producer: PltProducer, messages: OutgoingMessage[], result: unknown, written?: Map<string, CommitOffset>): void {
+export function checkWritten(producer: LibraryProducer, messages: OutgoingMessage[], result: unknown, written?: Map<string, CommitOffset>): void {
   const offsets = (result as { offsets?: Array<{ topic: string; partition: number; offset: bigint }> } | undefined)?.offsets;
   if (!offsets) return;
   if (written) {
@@ -97,10 +100,11 @@ export function checkWritten(producer: PltProducer, messages: OutgoingMessage[],
 }
 
 export class PlatformaticProducer implements Producer {
-  readonly #producer: PltProducer;
+  readonly #producer: LibraryProducer;
   constructor(brokers: string[], clientId: string) {
     // Idempotent: a retried send (e.g. while a new topic's leaders settle) never writes a record twice.
-    this.#producer = new PltProducer({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false, partitioner });
+    this.#producer = new PltProducer<Buffer, Buffer | string, Buffer, Buffer>({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false, partitioner });
+    useLeanProduce(this.#producer);
   }
 
   async send(records: OutboundRecord[]): Promise<Written> {

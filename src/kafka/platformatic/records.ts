@@ -1,6 +1,6 @@
 /** Records between the port's shape and @platformatic/kafka's. */
 import type { Buffer } from "node:buffer";
-import type { Message } from "@platformatic/kafka";
+import type { Message, Producer } from "@platformatic/kafka";
 import { murmur2 } from "../murmur2.ts";
 import type { InboundRecord, OutboundRecord } from "../port.ts";
 import { toBuffer } from "../shared.ts";
@@ -24,17 +24,24 @@ export function toInbound(message: LibraryMessage): InboundRecord {
   };
 }
 
+/**
+ * A record as the library's producer takes it. A string value stays a string: the Produce encoder
+ * (produce-encoder.ts) writes it straight into the request, with no Buffer of its own.
+ */
 export function toMessage(r: OutboundRecord) {
   return {
     topic: r.topic,
     key: toBuffer(r.key),
-    value: toBuffer(r.value),
+    value: typeof r.value === "string" ? r.value : toBuffer(r.value),
     partition: r.partition,
     headers: r.headers ? new Map(r.headers.map(([k, v]) => [toBuffer(k)!, toBuffer(v)!])) : undefined,
   };
 }
 
 export type OutgoingMessage = ReturnType<typeof toMessage>;
+
+/** The library's producer as the adapters use it: values may be strings (see toMessage). */
+export type LibraryProducer = Producer<Buffer, Buffer | string, Buffer, Buffer>;
 
 let keyless = 0;
 

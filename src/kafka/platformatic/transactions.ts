@@ -1,4 +1,5 @@
 /** Transactions on @platformatic/kafka: outputs and consumer offsets committed together. */
+import type { Buffer } from "node:buffer";
 import { type Consumer as PltConsumer, Producer as PltProducer } from "@platformatic/kafka";
 import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
@@ -6,15 +7,16 @@ import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, Trans
 import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import { classify, retryDelay } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
-import { partitioner, toMessage } from "./records.ts";
+import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
+import { useLeanProduce } from "./produce-encoder.ts";
 
 /** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
 const ABORT_WAIT_MS = 60_000;
 
-type Transaction = Awaited<ReturnType<PltProducer["beginTransaction"]>>;
+type Transaction = Awaited<ReturnType<LibraryProducer["beginTransaction"]>>;
 
 export class PlatformaticTransactionalProducer implements TransactionalProducer {
-  readonly #producer: PltProducer;
+  readonly #producer: LibraryProducer;
   readonly #members: GroupMembers<PltConsumer>;
   /** The library's transaction, while one is open. */
   #tx: Transaction | undefined;
@@ -28,7 +30,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
 
   constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>) {
     this.#members = members;
-    this.#producer = new PltProducer({
+    this.#producer = new PltProducer<Buffer, Buffer | string, Buffer, Buffer>({
       clientId,
       bootstrapBrokers: brokers,
       transactionalId,
@@ -45,6 +47,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       producerEpoch: -1,
       retryDelay,
     });
+    useLeanProduce(this.#producer);
   }
 
   get inTransaction(): boolean {

@@ -1,0 +1,92 @@
+/**
+ * The lean Produce v11 encoder against the library's own `produceV11.createRequest`: the same
+ * messages give the same bytes (keys, null and empty values, string values with multi-byte
+ * characters, headers, several topics and partitions, sequences, a transactional producer), and
+ * what it writes reads back, through the library's reader, as the records asked for, timestamps
+ * far apart included.
+ */
+import { describe, expect, test } from "bun:test";
+import { Buffer } from "node:buffer";
+import { DynamicBuffer } from "@platformatic/dynamic-buffer";
+import { crc32c, produceV11, Reader, readRecordsBatches } from "@platformatic/kafka";
+import { encodeProduceV11, type ProduceMessage } from "../../src/kafka/platformatic/produce-encoder.ts";
+
+const T0 = 1_717_000_000_000;
+const sequences = (m: Record<string, number>) => ({ getWithDefault: (k: string, d: number) => m[k] ?? d });
+
+function messages(n: number, topics = ["t"], partitions = 1): ProduceMessage[] {
+  return Array.from({ length: n }, (_, i) => ({
+    topic: topics[i % topics.length]!,
+    partition: (i >> 1) % partitions,
+    key: i % 3 === 0 ? null : Buffer.from(`k${i}`),
+    value: i % 11 === 0 ? null : i % 13 === 0 ? Buffer.alloc(0) : JSON.stringify({ id: i, note: "é€😀".repeat(i % 50) }),
+    headers: i % 2 ? new Map([[Buffer.from("h"), Buffer.from(`v${i}`)], [Buffer.from("trace"), Buffer.from("x".repeat(i))]]) : new Map(),
+    timestamp: BigInt(T0 + (i % 7) * 1_000 - (i % 5) * 333),
+  }));
+}
+
+/** The library's bytes for the same messages (it wants Buffers; it mutates messages, so it gets copies). */
+function libraryBytes(acks: number, timeout: number, ms: ProduceMessage[], options: Record<string, unknown>): Buffer {
+  const copies = ms.map((m) => ({ ...m, value: typeof m.value === "string" ? Buffer.from(m.value) : m.value }));
+  // deno-lint-ignore no-explicit-any
+  return (produceV11.createRequest as any)(acks, timeout, copies, options).buffer as Buffer;
+}
+
+function firstDifference(a: Buffer, b: Buffer): number {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+describe("the lean Produce encoder writes what the library writes", () => {
+  const cases: Array<[string, ProduceMessage[], Record<string, unknown>]> = [
+    ["one record", messages(1), {}],
+    ["200 records of one partition, an idempotent producer", messages(200), { producerId: 4242n, producerEpoch: 7, sequences: sequences({ "t:0": 1234 }) }],
+    ["three topics of four partitions, transactional", messages(300, ["orders", "t", "ü-topic"], 4), { transactionalId: "fv-app-0-1", producerId: 9n, producerEpoch: 2, sequences: sequences({ "orders:1": 5, "t:3": 2 ** 30 }) }],
+  ];
+  for (const [name, ms, options] of cases) {
+    test(name, () => {
+      const ours = encodeProduceV11(-1, 15_000, ms, options);
+      const theirs = libraryBytes(-1, 15_000, ms, options);
+      // Where they first differ (-1: nowhere), then the whole (a short message if they differ).
+      expect({ at: firstDifference(ours, theirs), length: ours.length }).toEqual({ at: -1, length: theirs.length });
+    });
+  }
+
+  test("acks and timeout are written as given", () => {
+    const ms = messages(3);
+    expect(encodeProduceV11(1, 30_000, ms).equals(libraryBytes(1, 30_000, ms, {}))).toBe(true);
+  });
+});
+
+describe("what it writes reads back as the records asked for", () => {
+  /** The record batches of a one-topic, one-partition request. */
+  function batchesOf(body: Buffer) {
+    // transactional_id (compact null: 1 byte), acks (2), timeout (4), topics (1), name (1 + 1), partitions (1), index (4), records length varint
+    const r = Reader.from(new DynamicBuffer(body));
+    r.readString(); r.readInt16(); r.readInt32(); r.readUnsignedVarInt(); r.readString(); r.readUnsignedVarInt(); r.readInt32();
+    const length = r.readUnsignedVarInt() - 1;
+    const start = r.position;
+    return { batches: readRecordsBatches(Reader.from(new DynamicBuffer(body.subarray(start, start + length)))), records: body.subarray(start, start + length) };
+  }
+
+  test("timestamps hours apart and before the first one, and a record with no timestamp (now)", () => {
+    const before = Date.now();
+    const ms: ProduceMessage[] = [
+      { topic: "t", partition: 0, key: "a", value: "first", timestamp: T0 },
+      { topic: "t", partition: 0, key: null, value: "later", timestamp: BigInt(T0 + 5 * 3_600_000) },
+      { topic: "t", partition: 0, key: "c", value: "earlier", timestamp: T0 - 86_400_000 },
+      { topic: "t", partition: 0, key: "d", value: "now" },
+    ];
+    const { batches, records } = batchesOf(encodeProduceV11(-1, 1000, ms, {}));
+    expect(batches.length).toBe(1);
+    const batch = batches[0]!;
+    expect(batch.firstTimestamp).toBe(BigInt(T0));
+    expect(Number(batch.maxTimestamp)).toBeGreaterThanOrEqual(before);
+    const got = batch.records.map((r) => [r.key?.toString() ?? null, r.value?.toString() ?? null, batch.firstTimestamp + r.timestampDelta]);
+    expect(got.slice(0, 3)).toEqual([["a", "first", BigInt(T0)], [null, "later", BigInt(T0 + 5 * 3_600_000)], ["c", "earlier", BigInt(T0 - 86_400_000)]]);
+    expect(Number(got[3]![2])).toBeGreaterThanOrEqual(before);
+    expect(Number(got[3]![2])).toBeLessThanOrEqual(Date.now());
+    // The CRC covers everything from the attributes on.
+    expect(records.readUInt32BE(17)).toBe(crc32c(records.subarray(21)) >>> 0);
+  });
+});
