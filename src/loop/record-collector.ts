@@ -52,7 +52,8 @@ export function deadLetterRecord(topic: string, failure: Failure, from: { record
  * `commitTransaction()` flushes). `send` queues a batch's records and returns; `commit` queues the
  * commit of everything queued before it. While a commit runs, the loop goes on with the next
  * batches, whose records wait in the queue and go into the next transaction the moment the commit
- * is done: no batch waits for EndTxn. The first failure stops the queue (nothing queued after it
+ * is done: no batch waits for EndTxn. Sends queued one after another, with no commit between
+ * them, go as one request. The first failure stops the queue (nothing queued after it
  * runs, so no later send joins a new transaction and no later commit happens) and is handed to
  * `onFailure`; the session then aborts and starts over from the last committed offsets.
  */
@@ -67,6 +68,12 @@ export class RecordCollector {
   /** Exactly-once: the last request queued; it never rejects (failures go to #failure). */
   #tail: Promise<void> = Promise.resolve();
   #queuedRecords = 0;
+  /**
+   * Exactly-once: the records of the last send queued, while it has not started. A send that
+   * follows joins them, so while a request or a commit runs, the batches the loop goes on with
+   * make one request, not one each (a request's round trip, not the records, bounded the rate).
+   */
+  #joinable: OutboundRecord[] | undefined;
   #queuedCommits = 0;
   #failure: FvError | undefined;
   /** Waiting for the queue to shrink below `maxQueuedRecords`. */
@@ -104,14 +111,28 @@ export class RecordCollector {
     }
     if (records.length === 0) return;
     const tx = this.#tx;
-    void this.#queue(records.length, async () => void (await tx.send(records))).catch(() => {});
+    const joinable = this.#joinable;
+    if (joinable && !this.#failure) {
+      // A send queued behind a running request and not started yet: these records go with it.
+      for (const r of records) joinable.push(r);
+      this.#queuedRecords += records.length;
+    } else {
+      const batch = records.slice();
+      this.#joinable = batch;
+      void this.#queue(() => batch.length, async () => {
+        if (this.#joinable === batch) this.#joinable = undefined;
+        await tx.send(batch);
+      }, batch.length).catch(() => {});
+    }
     while (this.#queuedRecords > this.#maxQueuedRecords && !this.#failure) await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
   }
 
   /** Exactly-once: queues `commit` (the checkpoint's state, offsets and EndTxn) behind every send queued so far. */
   commit(commit: () => Promise<void>): Promise<void> {
     this.#queuedCommits++;
-    return this.#queue(0, commit).finally(() => this.#queuedCommits--);
+    // Records sent from now on belong to the next transaction: none may join a send queued before this commit.
+    this.#joinable = undefined;
+    return this.#queue(() => 0, commit, 0).finally(() => this.#queuedCommits--);
   }
 
   /** Exactly-once: a commit is queued or running (the next one waits, and its transaction grows meanwhile). */
@@ -134,8 +155,9 @@ export class RecordCollector {
     await this.#tail;
   }
 
-  #queue(records: number, request: () => Promise<void>): Promise<void> {
-    this.#queuedRecords += records;
+  /** Queues `request`; `records` says how many records it sends (a send's count grows while later sends join it). */
+  #queue(records: () => number, request: () => Promise<void>, queued: number): Promise<void> {
+    this.#queuedRecords += queued;
     const run = this.#tail.then(async () => {
       try {
         if (this.#failure) throw this.#failure;
@@ -147,7 +169,7 @@ export class RecordCollector {
         }
         throw this.#failure;
       } finally {
-        this.#queuedRecords -= records;
+        this.#queuedRecords -= records();
         if (this.#queuedRecords <= this.#maxQueuedRecords || this.#failure) for (const wake of this.#roomWaiters.splice(0)) wake();
       }
     });

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { FvError } from "../../src/errors.ts";
-import type { Producer } from "../../src/kafka/port.ts";
+import type { Producer, TransactionalProducer } from "../../src/kafka/port.ts";
 import { RecordCollector } from "../../src/loop/record-collector.ts";
 
 test("at-least-once: a send failing on a closed client (its session ended) is not retried in place; a broker hiccup is", async () => {
@@ -16,4 +16,73 @@ test("at-least-once: a send failing on a closed client (its session ended) is no
   const down = new RecordCollector({ producer: failing(new FvError("KAFKA_RETRYABLE", "producing failed: Connection refused")) }, () => {}, { retries: 5, retryPauseMs: 1 });
   await expect(down.send([{ topic: "t", key: null, value: "x" }])).rejects.toThrow("Connection refused");
   expect(calls).toBe(5);
+});
+
+/** A transactional producer whose requests finish when the test says: it records each send's values, and each commit. */
+function gatedTx() {
+  const calls: string[] = [];
+  const gates: Array<() => void> = [];
+  const gate = () => new Promise<void>((resolve) => gates.push(resolve));
+  const tx = {
+    inTransaction: true,
+    ready: async () => {},
+    send: async (records: Array<{ value: unknown }>) => {
+      calls.push(`send ${records.map((r) => r.value).join(",")}`);
+      await gate();
+    },
+    commit: async () => {
+      calls.push("commit");
+      await gate();
+    },
+  };
+  const open = async () => {
+    while (gates.length === 0) await Bun.sleep(1);
+    gates.shift()!();
+    await Bun.sleep(1);
+  };
+  return { tx: tx as unknown as TransactionalProducer, calls, open };
+}
+
+const rec = (value: string) => ({ topic: "t", key: null, value });
+
+test("exactly-once: sends queued behind a running request go as one request, in order; none joins across a commit", async () => {
+  const { tx, calls, open } = gatedTx();
+  const collector = new RecordCollector({ tx }, () => {}, { retries: 1, retryPauseMs: 1 });
+  await collector.send([rec("a")]); // starts at once
+  await collector.send([rec("b")]);
+  await collector.send([rec("c"), rec("d")]);
+  const committed = collector.commit(() => tx.commit());
+  await collector.send([rec("e")]); // the next transaction's
+  await collector.send([rec("f")]);
+  await Bun.sleep(5);
+  expect(calls).toEqual(["send a"]);
+  await open(); // a done: b, c, d go as one
+  expect(calls).toEqual(["send a", "send b,c,d"]);
+  await collector.send([rec("g")]); // queued after the commit: joins e and f, not b, c, d
+  await open(); // b,c,d done: the commit
+  expect(calls).toEqual(["send a", "send b,c,d", "commit"]);
+  await open(); // committed: e, f, g
+  await committed;
+  expect(calls).toEqual(["send a", "send b,c,d", "commit", "send e,f,g"]);
+  await open();
+  await collector.settled();
+});
+
+test("exactly-once: once a request fails, nothing queued after it is sent (not even sends that joined the failed one)", async () => {
+  const calls: string[] = [];
+  const failures: string[] = [];
+  const tx = {
+    send: async (records: Array<{ value: unknown }>) => {
+      calls.push(records.map((r) => r.value).join(","));
+      throw new FvError("KAFKA_RETRYABLE", "producing failed: boom");
+    },
+  } as unknown as TransactionalProducer;
+  const collector = new RecordCollector({ tx }, () => {}, { retries: 1, retryPauseMs: 1, onFailure: (f) => void failures.push(f.message) });
+  await collector.send([rec("a")]);
+  await collector.send([rec("b")]);
+  await expect(collector.settled()).rejects.toThrow("boom");
+  await collector.send([rec("c")]);
+  await expect(collector.settled()).rejects.toThrow("boom");
+  expect(calls).toEqual(["a"]);
+  expect(failures).toEqual(["producing failed: boom"]);
 });
