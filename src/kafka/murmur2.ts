@@ -8,8 +8,19 @@
  * partitionOfKey(new TextEncoder().encode("21"), 4); // → toPositive(-973932308) % 4
  */
 
-/** The Java client's `Utils.murmur2`, in 32-bit integer arithmetic (no BigInt). */
-export function murmur2(data: Uint8Array): number {
+const encoder = new TextEncoder();
+let scratch = new Uint8Array(256);
+
+/** A key's UTF-8 bytes: a string is encoded into a scratch buffer (valid until the next call), bytes are themselves. */
+function keyBytes(key: Uint8Array | string): Uint8Array {
+  if (typeof key !== "string") return key;
+  if (key.length * 3 > scratch.length) scratch = new Uint8Array(key.length * 3);
+  return scratch.subarray(0, encoder.encodeInto(key, scratch).written);
+}
+
+/** The Java client's `Utils.murmur2` of the key's bytes (a string's UTF-8), in 32-bit integer arithmetic (no BigInt). */
+export function murmur2(key: Uint8Array | string): number {
+  const data = keyBytes(key);
   const m = 0x5bd1e995;
   const length = data.length;
   let h = 0x9747b28c ^ length;
@@ -32,6 +43,6 @@ export function murmur2(data: Uint8Array): number {
 }
 
 /** The partition Kafka's default partitioner gives `key` in a topic of `partitions` partitions. */
-export function partitionOfKey(key: Uint8Array, partitions: number): number {
+export function partitionOfKey(key: Uint8Array | string, partitions: number): number {
   return (murmur2(key) & 0x7fffffff) % partitions;
 }

@@ -30,3 +30,10 @@ describe("Kafka's default partitioner", () => {
     expect((murmur2(bytes("21")) >>> 0) % 3).toBe(2);
   });
 });
+
+test("a string key hashes as its UTF-8 bytes (the producers hand keys over as strings), long keys and multi-byte characters included", () => {
+  for (const key of ["", "21", "kü-42", "😀 € ü", "x".repeat(1000), "ü".repeat(300)]) {
+    expect(murmur2(key)).toBe(murmur2(new TextEncoder().encode(key)));
+    expect(partitionOfKey(key, 7)).toBe(partitionOfKey(new TextEncoder().encode(key), 7));
+  }
+});

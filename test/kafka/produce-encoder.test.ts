@@ -1,7 +1,7 @@
 /**
  * The lean Produce v11 encoder against the library's own `produceV11.createRequest`: the same
- * messages give the same bytes (keys, null and empty values, string values with multi-byte
- * characters, headers, several topics and partitions, sequences, a transactional producer), and
+ * messages give the same bytes (keys, null and empty values, string keys, values and headers with
+ * multi-byte characters, several topics and partitions, sequences, a transactional producer), and
  * what it writes reads back, through the library's reader, as the records asked for, timestamps
  * far apart included.
  */
@@ -18,16 +18,17 @@ function messages(n: number, topics = ["t"], partitions = 1): ProduceMessage[] {
   return Array.from({ length: n }, (_, i) => ({
     topic: topics[i % topics.length]!,
     partition: (i >> 1) % partitions,
-    key: i % 3 === 0 ? null : Buffer.from(`k${i}`),
+    key: i % 3 === 0 ? null : i % 3 === 1 ? Buffer.from(`k${i}`) : `kü${i}`,
     value: i % 11 === 0 ? null : i % 13 === 0 ? Buffer.alloc(0) : JSON.stringify({ id: i, note: "é€😀".repeat(i % 50) }),
-    headers: i % 2 ? new Map([[Buffer.from("h"), Buffer.from(`v${i}`)], [Buffer.from("trace"), Buffer.from("x".repeat(i))]]) : new Map(),
+    headers: i % 2 ? new Map<Uint8Array | string, Uint8Array | string>([[Buffer.from("h"), Buffer.from(`v${i}`)], ["trace", "x€".repeat(i)]]) : new Map(),
     timestamp: BigInt(T0 + (i % 7) * 1_000 - (i % 5) * 333),
   }));
 }
 
 /** The library's bytes for the same messages (it wants Buffers; it mutates messages, so it gets copies). */
 function libraryBytes(acks: number, timeout: number, ms: ProduceMessage[], options: Record<string, unknown>): Buffer {
-  const copies = ms.map((m) => ({ ...m, value: typeof m.value === "string" ? Buffer.from(m.value) : m.value }));
+  const bytes = <T,>(v: T | string) => (typeof v === "string" ? Buffer.from(v) : v);
+  const copies = ms.map((m) => ({ ...m, key: bytes(m.key), value: bytes(m.value), headers: new Map([...(m.headers ?? [])].map(([k, v]) => [bytes(k), bytes(v)])) }));
   // deno-lint-ignore no-explicit-any
   return (produceV11.createRequest as any)(acks, timeout, copies, options).buffer as Buffer;
 }

@@ -19,7 +19,7 @@ import { useLeanProduce } from "./produce-encoder.ts";
  */
 const MAX_SEND_BYTES = 512 * 1024;
 
-export function chunkBySize<T extends { topic: string; partition?: number; key?: Buffer; value?: Buffer | string }>(messages: T[]): T[][] {
+export function chunkBySize<T extends { topic: string; partition?: number; key?: Buffer | string; value?: Buffer | string }>(messages: T[]): T[][] {
   // Keep explicit-partition groups together, in their order.
   const groups: T[][] = [];
   const byPartition = new Map<string, T[]>();
@@ -41,7 +41,7 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
   let current: T[] = [];
   let bytes = 0;
   for (const group of groups) {
-    const size = group.reduce((sum, m) => sum + (m.key?.length ?? 0) + valueBytes(m.value) + 64, 0);
+    const size = group.reduce((sum, m) => sum + bytesOf(m.key) + bytesOf(m.value) + 64, 0);
     if (current.length && bytes + size > MAX_SEND_BYTES) {
       chunks.push(current);
       current = [];
@@ -55,7 +55,7 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
   return chunks;
 }
 
-const valueBytes = (value: Buffer | string | undefined): number => (value === undefined ? 0 : typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.length);
+const bytesOf = (data: Buffer | string | undefined): number => (data === undefined ? 0 : typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.length);
 
 /**
  * Checks that a send the library acknowledged wrote to every partition it had records for: the
@@ -103,7 +103,7 @@ export class PlatformaticProducer implements Producer {
   readonly #producer: LibraryProducer;
   constructor(brokers: string[], clientId: string) {
     // Idempotent: a retried send (e.g. while a new topic's leaders settle) never writes a record twice.
-    this.#producer = new PltProducer<Buffer, Buffer | string, Buffer, Buffer>({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false, partitioner });
+    this.#producer = new PltProducer<Buffer | string, Buffer | string, string, Buffer | string>({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false, partitioner });
     useLeanProduce(this.#producer);
   }
 

@@ -25,23 +25,24 @@ export function toInbound(message: LibraryMessage): InboundRecord {
 }
 
 /**
- * A record as the library's producer takes it. A string value stays a string: the Produce encoder
- * (produce-encoder.ts) writes it straight into the request, with no Buffer of its own.
+ * A record as the library's producer takes it. Strings (keys, values, headers) stay strings: the
+ * Produce encoder (produce-encoder.ts) writes them straight into the request, with no Buffer of
+ * their own, and the partitioner hashes a string key's UTF-8 bytes.
  */
 export function toMessage(r: OutboundRecord) {
   return {
     topic: r.topic,
-    key: toBuffer(r.key),
+    key: typeof r.key === "string" ? r.key : toBuffer(r.key),
     value: typeof r.value === "string" ? r.value : toBuffer(r.value),
     partition: r.partition,
-    headers: r.headers ? new Map(r.headers.map(([k, v]) => [toBuffer(k)!, toBuffer(v)!])) : undefined,
+    headers: r.headers?.length ? new Map(r.headers.map(([k, v]) => [k, typeof v === "string" ? v : toBuffer(v)!])) : undefined,
   };
 }
 
 export type OutgoingMessage = ReturnType<typeof toMessage>;
 
 /** The library's producer as the adapters use it: values may be strings (see toMessage). */
-export type LibraryProducer = Producer<Buffer, Buffer | string, Buffer, Buffer>;
+export type LibraryProducer = Producer<Buffer | string, Buffer | string, string, Buffer | string>;
 
 let keyless = 0;
 
@@ -51,6 +52,6 @@ let keyless = 0;
  * where Java takes & 0x7fffffff: half the keys landed elsewhere than a Java producer puts them)
  * and hashed with BigInt (11% of an exactly-once pipeline's CPU). Keyless records go round.
  */
-export function partitioner(_message: unknown, key: Buffer | undefined): number {
+export function partitioner(_message: unknown, key: Buffer | string | undefined): number {
   return key ? murmur2(key) & 0x7fffffff : (keyless = (keyless + 1) & 0x7fffffff);
 }

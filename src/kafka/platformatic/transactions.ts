@@ -30,7 +30,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
 
   constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>) {
     this.#members = members;
-    this.#producer = new PltProducer<Buffer, Buffer | string, Buffer, Buffer>({
+    this.#producer = new PltProducer<Buffer | string, Buffer | string, string, Buffer | string>({
       clientId,
       bootstrapBrokers: brokers,
       transactionalId,
