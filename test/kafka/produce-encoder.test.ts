@@ -9,7 +9,8 @@ import { describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { DynamicBuffer } from "@platformatic/dynamic-buffer";
 import { crc32c, produceV11, Reader, readRecordsBatches } from "@platformatic/kafka";
-import { encodeProduceV11, type ProduceMessage } from "../../src/kafka/platformatic/produce-encoder.ts";
+import { partitioner } from "../../src/kafka/platformatic/records.ts";
+import { encodeProduceV11, leanProduce, type ProduceMessage } from "../../src/kafka/platformatic/produce-encoder.ts";
 
 const T0 = 1_717_000_000_000;
 const sequences = (m: Record<string, number>) => ({ getWithDefault: (k: string, d: number) => m[k] ?? d });
@@ -28,7 +29,7 @@ function messages(n: number, topics = ["t"], partitions = 1): ProduceMessage[] {
 /** The library's bytes for the same messages (it wants Buffers; it mutates messages, so it gets copies). */
 function libraryBytes(acks: number, timeout: number, ms: ProduceMessage[], options: Record<string, unknown>): Buffer {
   const bytes = <T,>(v: T | string) => (typeof v === "string" ? Buffer.from(v) : v);
-  const copies = ms.map((m) => ({ ...m, key: bytes(m.key), value: bytes(m.value), headers: new Map([...(m.headers ?? [])].map(([k, v]) => [bytes(k), bytes(v)])) }));
+  const copies = ms.map((m) => ({ ...m, key: bytes(m.key), value: bytes(m.value), headers: new Map([...(m.headers ?? [])].map(([k, v]) => [bytes(k), v == null ? undefined : bytes(v)])) }));
   // deno-lint-ignore no-explicit-any
   return (produceV11.createRequest as any)(acks, timeout, copies, options).buffer as Buffer;
 }
@@ -89,5 +90,47 @@ describe("what it writes reads back as the records asked for", () => {
     expect(Number(got[3]![2])).toBeLessThanOrEqual(Date.now());
     // The CRC covers everything from the attributes on.
     expect(records.readUInt32BE(17)).toBe(crc32c(records.subarray(21)) >>> 0);
+  });
+});
+
+describe("edges", () => {
+  test("an empty string key is a key: hashed as Kafka's Java producer hashes it, not spread round-robin", () => {
+    const empty = partitioner(undefined, "");
+    expect(empty).toBe(partitioner(undefined, Buffer.alloc(0)));
+    expect(empty).toBe(275646681); // Utils.murmur2 of no bytes (test/kafka/murmur2.test.ts)
+    expect(partitioner(undefined, "")).toBe(empty);
+  });
+
+  test("a header with no value (null, as a consumer hands it on) is written as Kafka's null, as the library writes it", () => {
+    const ms: ProduceMessage[] = [{ topic: "t", partition: 0, key: "k", value: "v", headers: new Map<Uint8Array | string, Uint8Array | string | null>([["none", null], ["some", "x"]]), timestamp: BigInt(T0) }];
+    const theirs = libraryBytes(-1, 1000, ms, {});
+    expect(firstDifference(encodeProduceV11(-1, 1000, ms, {}), theirs)).toBe(-1);
+  });
+
+  test("a message without a timestamp keeps the one it got: a retried send carries the same create time", async () => {
+    const ms: ProduceMessage[] = [{ topic: "t", partition: 0, key: null, value: "v" }];
+    const first = encodeProduceV11(-1, 1000, ms, {});
+    await Bun.sleep(5);
+    expect(encodeProduceV11(-1, 1000, ms, {}).equals(first)).toBe(true);
+  });
+
+  test("another Produce version, or a compressed send, goes to the library's own encoder with strings made Buffers", () => {
+    const seen: unknown[][] = [];
+    // deno-lint-ignore no-explicit-any
+    const library: any = (_c: unknown, _a: number, _t: number, messages: ProduceMessage[]) => void seen.push(messages);
+    library.key = 0;
+    library.version = 9;
+    const ms: ProduceMessage[] = [{ topic: "t", partition: 0, key: "k", value: "v", headers: new Map<Uint8Array | string, Uint8Array | string | null>([["h", "x"], ["n", null]]), timestamp: 5 }];
+    leanProduce(library)({}, -1, 1000, ms, {}, () => {});
+    library.version = 11;
+    let sent = 0;
+    leanProduce(library)({ send: () => sent++ }, -1, 1000, ms, { compression: "snappy" }, () => {});
+    expect(sent).toBe(0);
+    for (const [m] of seen as ProduceMessage[][]) {
+      expect(Buffer.isBuffer(m!.key) && Buffer.isBuffer(m!.value)).toBe(true);
+      expect([...m!.headers!].map(([k, v]) => [Buffer.isBuffer(k), v === null ? null : Buffer.isBuffer(v)])).toEqual([[true, true], [true, null]]);
+      expect(m!.timestamp).toBe(5n);
+    }
+    expect(seen.length).toBe(2);
   });
 });

@@ -11,8 +11,10 @@
  * the CRC is taken over one contiguous range.
  *
  * The wire format is Kafka's (record batch v2, Produce v11), byte for byte what the library
- * writes for the same messages (test/kafka/produce-encoder.test.ts compares them). Compressed
- * sends keep the library's path.
+ * writes for the same messages (test/kafka/produce-encoder.test.ts compares them), except for
+ * records more than 2^31 ms (about 25 days) apart in one batch, whose timestamp delta the
+ * library's 64-bit zigzag varint gets wrong and this one writes as Kafka reads it. Compressed
+ * sends, and brokers that agree on another Produce version, keep the library's path.
  */
 import { Buffer } from "node:buffer";
 import { crc32c, produceV11, Writer } from "@platformatic/kafka";
@@ -24,7 +26,7 @@ export interface ProduceMessage {
   partition: number;
   key?: Uint8Array | string | null;
   value?: Uint8Array | string | null;
-  headers?: Map<Uint8Array | string, Uint8Array | string> | null;
+  headers?: Map<Uint8Array | string, Uint8Array | string | null | undefined> | null;
   timestamp?: bigint | number;
 }
 
@@ -121,7 +123,8 @@ interface Sized {
   message: ProduceMessage;
   key: number;
   value: number;
-  headers: Array<[Uint8Array | string, number, Uint8Array | string, number]> | null;
+  /** Each header: key, its byte length, value (null: no value), its byte length (-1: null). */
+  headers: Array<[Uint8Array | string, number, Uint8Array | string | null | undefined, number]> | null;
   body: number;
 }
 
@@ -134,7 +137,11 @@ interface Batch {
   size: number;
 }
 
-const timestampOf = (message: ProduceMessage, now: number): number => (message.timestamp === undefined ? now : Number(message.timestamp));
+/**
+ * A message's timestamp; one without gets `now`, kept on the message as the library keeps it, so a
+ * retried send carries the same create time.
+ */
+const timestampOf = (message: ProduceMessage, now: number): number => Number((message.timestamp ??= now));
 
 function sizeRecord(message: ProduceMessage, offsetDelta: number, timestampDelta: number): Sized {
   const key = message.key == null ? -1 : byteLength(message.key);
@@ -147,9 +154,9 @@ function sizeRecord(message: ProduceMessage, offsetDelta: number, timestampDelta
     headers = [];
     for (const [k, v] of message.headers!) {
       const kl = byteLength(k);
-      const vl = byteLength(v);
+      const vl = v == null ? -1 : byteLength(v);
       headers.push([k, kl, v, vl]);
-      body += varIntSize(kl) + kl + varIntSize(vl) + vl;
+      body += varIntSize(kl) + kl + varIntSize(vl) + Math.max(vl, 0);
     }
   }
   return { message, key, value, headers, body };
@@ -211,7 +218,7 @@ function writeBatch(out: Out, batch: Batch, options: ProduceOptions, now: number
         out.varint(kl);
         out.bytes(k, kl);
         out.varint(vl);
-        out.bytes(v, vl);
+        if (vl > 0) out.bytes(v!, vl);
       }
     }
   }
@@ -249,16 +256,26 @@ export function encodeProduceV11(acks: number, timeout: number, messages: Produc
   return out.buf.subarray(0, out.at);
 }
 
+const bytes = <T>(data: T | string): T | Buffer => (typeof data === "string" ? Buffer.from(data, "utf8") : data);
+
+/** A message as the library's own encoder takes it: Buffers, not strings. */
+function asBuffers(m: ProduceMessage): ProduceMessage {
+  const timestamp = typeof m.timestamp === "number" ? BigInt(m.timestamp) : m.timestamp;
+  return { ...m, timestamp, key: bytes(m.key), value: bytes(m.value), headers: m.headers && new Map([...m.headers].map(([k, v]) => [bytes(k), v == null ? v : bytes(v)])) };
+}
+
 /**
  * The library's Produce API with this encoder, when the version the broker and library agreed
- * on is 11 (Kafka 3.0 and up) and the send is not compressed; otherwise the library's own.
+ * on is 11 (Kafka 3.8 and up) and the send is not compressed; otherwise the library's own, with
+ * string keys, values and headers turned into the Buffers it needs.
  */
 // deno-lint-ignore no-explicit-any
 export function leanProduce(api: any): any {
-  if (api?.key !== 0 || api?.version !== 11) return api;
+  if (api?.key !== 0) return api;
+  if (api?.version !== 11) return (connection: unknown, acks: number, timeout: number, messages: ProduceMessage[], options: ProduceOptions, callback: unknown) => api(connection, acks, timeout, messages.map(asBuffers), options, callback);
   // deno-lint-ignore no-explicit-any
   return (connection: any, acks: number, timeout: number, messages: ProduceMessage[], options: ProduceOptions, callback: (error: unknown, response?: unknown) => void) => {
-    if ((options?.compression ?? "none") !== "none") return api(connection, acks, timeout, messages, options, callback);
+    if ((options?.compression ?? "none") !== "none") return api(connection, acks, timeout, messages.map(asBuffers), options, callback);
     connection.send(0, 11, () => {
       const writer = Writer.create().append(encodeProduceV11(acks, timeout, messages, options));
       if (acks === 0) writer.context.noResponse = true;

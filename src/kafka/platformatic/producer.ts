@@ -89,7 +89,7 @@ export function checkWritten(producer: LibraryProducer, messages: OutgoingMessag
   const complete = new Set<string>();
   for (const [topic, n] of perTopic) if (n === metadata?.topics.get(topic)?.partitionsCount) complete.add(topic);
   for (const m of messages) {
-    if (complete.has(m.topic) || (m.partition === undefined && !m.key)) continue;
+    if (complete.has(m.topic) || (m.partition === undefined && m.key == null)) continue;
     const count = metadata?.topics.get(m.topic)?.partitionsCount;
     if (!count) continue;
     const partition = m.partition !== undefined ? m.partition % count : partitionOfKey(m.key!, count);

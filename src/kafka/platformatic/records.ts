@@ -53,5 +53,6 @@ let keyless = 0;
  * and hashed with BigInt (11% of an exactly-once pipeline's CPU). Keyless records go round.
  */
 export function partitioner(_message: unknown, key: Buffer | string | undefined): number {
-  return key ? murmur2(key) & 0x7fffffff : (keyless = (keyless + 1) & 0x7fffffff);
+  // An empty key is a key (Java hashes every non-null key): only a missing one goes round.
+  return key != null ? murmur2(key) & 0x7fffffff : (keyless = (keyless + 1) & 0x7fffffff);
 }
