@@ -9,6 +9,7 @@ import { describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { DynamicBuffer } from "@platformatic/dynamic-buffer";
 import { crc32c, produceV11, Reader, readRecordsBatches } from "@platformatic/kafka";
+import { chunkBySize } from "../../src/kafka/platformatic/producer.ts";
 import { partitioner } from "../../src/kafka/platformatic/records.ts";
 import { encodeProduceV11, leanProduce, type ProduceMessage } from "../../src/kafka/platformatic/produce-encoder.ts";
 
@@ -132,5 +133,28 @@ describe("edges", () => {
       expect(m!.timestamp).toBe(5n);
     }
     expect(seen.length).toBe(2);
+  });
+});
+
+describe("a send split into requests (chunkBySize)", () => {
+  const row = (i: number) => ({ topic: "hop", key: `k${i}`, value: `{"i":${i}}` });
+  const mark = (p: number, n: number) => ({ topic: "hop", partition: p, value: `{"watermark":${n}}` });
+  const flat = (chunks: Array<Array<{ value?: unknown }>>) => chunks.flat().map((m) => m.value);
+
+  test("rows and watermark records of several batches keep their order (a watermark ahead of its rows makes them late)", () => {
+    const messages = [row(1), row(2), mark(0, 1), mark(1, 1), row(3), row(4), mark(0, 2), mark(1, 2)];
+    expect(flat(chunkBySize(messages))).toEqual(messages.map((m) => m.value));
+  });
+
+  test("a changelog (every record to an explicit partition) keeps each partition's records together", () => {
+    const c = (p: number, i: number) => ({ topic: "state", partition: p, key: `k${i}`, value: `${i}` });
+    expect(flat(chunkBySize([c(0, 1), c(1, 2), c(0, 3), c(1, 4)]))).toEqual(["1", "3", "2", "4"]);
+  });
+
+  test("large sends are split under the request limit, in order", () => {
+    const big = Array.from({ length: 40 }, (_, i) => ({ topic: "t", key: `k${i}`, value: "x".repeat(30_000) }));
+    const chunks = chunkBySize(big);
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(chunks.flat().map((m) => m.key)).toEqual(big.map((m) => m.key));
   });
 });

@@ -13,18 +13,24 @@ import { useLeanProduce } from "./produce-encoder.ts";
 
 /**
  * Produce requests stay under the broker's message.max.bytes (1 MiB by default): a send is split
- * into chunks of at most this many bytes of keys and values. Records sent to an explicit
- * partition (state changelogs) are never split from their (topic, partition) group, so one
- * partition's changelog stays one atomic batch; the state topic allows large batches.
+ * into chunks of at most this many bytes of keys and values, sent one after another. A send of
+ * records all sent to an explicit partition (a state changelog) never splits a (topic, partition)
+ * group, so one partition's changelog stays one atomic batch; the state topic allows large
+ * batches. A send that mixes them with keyed records keeps its order instead: a repartition hop's
+ * rows and the watermark records that follow them go to the same partitions, and a watermark
+ * moved ahead of rows it covers makes them late downstream. (The exactly-once queue joins the
+ * sends of several batches into one: grouping then moved each batch's watermarks up to the
+ * first batch's, and rows were dropped as late.)
  */
 const MAX_SEND_BYTES = 512 * 1024;
 
 export function chunkBySize<T extends { topic: string; partition?: number; key?: Buffer | string; value?: Buffer | string }>(messages: T[]): T[][] {
-  // Keep explicit-partition groups together, in their order.
+  const changelog = messages.every((m) => m.partition !== undefined);
+  // A changelog: its explicit-partition groups together, in the order each first appears.
   const groups: T[][] = [];
   const byPartition = new Map<string, T[]>();
   for (const m of messages) {
-    if (m.partition === undefined) {
+    if (m.partition === undefined || !changelog) {
       groups.push([m]);
       continue;
     }
