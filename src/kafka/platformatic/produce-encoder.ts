@@ -125,6 +125,8 @@ interface Sized {
   value: number;
   /** Each header: key, its byte length, value (null: no value), its byte length (-1: null). */
   headers: Array<[Uint8Array | string, number, Uint8Array | string | null | undefined, number]> | null;
+  /** Its timestamp less the batch's first, zigzagged. */
+  timestampDelta: number;
   body: number;
 }
 
@@ -146,7 +148,8 @@ const timestampOf = (message: ProduceMessage, now: number): number => Number((me
 function sizeRecord(message: ProduceMessage, offsetDelta: number, timestampDelta: number): Sized {
   const key = message.key == null ? -1 : byteLength(message.key);
   const value = message.value == null ? -1 : byteLength(message.value);
-  let body = 1 + unsignedVarIntSize(zigzag64(timestampDelta)) + varIntSize(offsetDelta) + varIntSize(key) + Math.max(key, 0) + varIntSize(value) + Math.max(value, 0);
+  const delta = zigzag64(timestampDelta);
+  let body = 1 + unsignedVarIntSize(delta) + varIntSize(offsetDelta) + varIntSize(key) + Math.max(key, 0) + varIntSize(value) + Math.max(value, 0);
   let headers: Sized["headers"] = null;
   const count = message.headers?.size ?? 0;
   body += varIntSize(count);
@@ -159,7 +162,7 @@ function sizeRecord(message: ProduceMessage, offsetDelta: number, timestampDelta
       body += varIntSize(kl) + kl + varIntSize(vl) + Math.max(vl, 0);
     }
   }
-  return { message, key, value, headers, body };
+  return { message, key, value, headers, timestampDelta: delta, body };
 }
 
 /**
@@ -186,7 +189,7 @@ function batchesOf(messages: ProduceMessage[], now: number): Map<string, Map<num
   return topics;
 }
 
-function writeBatch(out: Out, batch: Batch, options: ProduceOptions, now: number) {
+function writeBatch(out: Out, batch: Batch, options: ProduceOptions) {
   const start = out.at;
   out.int64(0n); // baseOffset: the broker assigns it
   out.int32(batch.size - 12); // length: all that follows this field
@@ -206,7 +209,7 @@ function writeBatch(out: Out, batch: Batch, options: ProduceOptions, now: number
     const m = r.message;
     out.varint(r.body);
     out.int8(0); // record attributes
-    out.uvarint(zigzag64(timestampOf(m, now) - batch.firstTimestamp));
+    out.uvarint(r.timestampDelta);
     out.varint(i);
     out.varint(r.key);
     if (r.key > 0) out.bytes(m.key!, r.key);
@@ -247,7 +250,7 @@ export function encodeProduceV11(acks: number, timeout: number, messages: Produc
     for (const batch of [...partitions.values()].sort((a, b) => a.partition - b.partition)) {
       out.int32(batch.partition);
       out.uvarint(batch.size + 1); // COMPACT_RECORDS
-      writeBatch(out, batch, options, now);
+      writeBatch(out, batch, options);
       out.int8(0); // tagged fields of the partition
     }
     out.int8(0); // tagged fields of the topic
