@@ -62,6 +62,8 @@ export function settleRebalanceHook(hook: Promise<void> | void): Promise<void> {
  */
 export class OwnedPartitions {
   #owned = new Map<string, { tp: TopicPartition; position: bigint | undefined }>();
+  /** The partition `accept` looked up last, and its entry (forgotten at every reassignment). */
+  #last: { topic: string; partition: number; entry: { tp: TopicPartition; position: bigint | undefined } } | undefined;
 
   /**
    * Takes a new assignment and tells what moved. A kept partition keeps its position, a newly
@@ -86,12 +88,16 @@ export class OwnedPartitions {
     }
     const revoked = [...this.#owned].filter(([k]) => !owned.has(k) || !kept.has(k)).map(([, entry]) => entry.tp);
     this.#owned = owned;
+    this.#last = undefined;
     return { assigned, revoked, owned: this.list() };
   }
 
   /** Whether a record at `offset` is handed out: owned and not below the position, which moves past it. */
   accept(topic: string, partition: number, offset: bigint): boolean {
-    const entry = this.#owned.get(partitionKey(topic, partition));
+    // Records come in runs of one partition: the last one's entry is looked up once per run.
+    const last = this.#last;
+    const entry = last && last.partition === partition && last.topic === topic ? last.entry : this.#owned.get(partitionKey(topic, partition));
+    if (entry !== last?.entry) this.#last = entry && { topic, partition, entry };
     if (!entry || (entry.position !== undefined && offset < entry.position)) return false;
     entry.position = offset + 1n;
     return true;

@@ -241,7 +241,13 @@ export class Session {
   /** Exactly-once: these partitions have work in the open transaction (the first ones fix who the member is). */
   joinTransaction(partitions: Iterable<TopicPartition>): void {
     this.open.group ??= this.consumer.groupMetadata();
-    for (const tp of partitions) this.open.partitions.add(tp);
+    // A batch's records come in runs of one partition: each run is added once.
+    let last: TopicPartition | undefined;
+    for (const tp of partitions) {
+      if (last && last.partition === tp.partition && last.topic === tp.topic) continue;
+      this.open.partitions.add(tp);
+      last = tp;
+    }
   }
 
   /**

@@ -26,6 +26,19 @@ describe("owned partitions", () => {
     expect(owned.accept("in", 0, 3n)).toBe(true);
   });
 
+  test("a partition revoked right after its records were accepted accepts nothing more (no lookup is kept across a reassignment)", () => {
+    const owned = new OwnedPartitions();
+    owned.reassign([tp("in", 0), tp("in", 1)]);
+    expect([5n, 6n].map((o) => owned.accept("in", 0, o))).toEqual([true, true]);
+    owned.reassign([tp("in", 1)]);
+    expect(owned.accept("in", 0, 7n)).toBe(false);
+    // Assigned again: a new entry, with no position, not the revoked one's.
+    owned.reassign([tp("in", 0), tp("in", 1)]);
+    expect([2n, 3n].map((o) => owned.accept("in", 0, o))).toEqual([true, true]);
+    expect([1n, 7n].map((o) => owned.accept("in", 1, o))).toEqual([true, true]);
+    expect(owned.accept("in", 0, 3n)).toBe(false);
+  });
+
   test("a join that does not follow on from the last one revokes and assigns every partition anew, positions gone", () => {
     const owned = new OwnedPartitions();
     owned.reassign([tp("in", 0)]);

@@ -22,7 +22,7 @@ import {
 } from "../shared.ts";
 import { coPartitionedAssigner, memberUserData } from "./assigner.ts";
 import { classify, unstableOffsetCommit } from "./errors.ts";
-import { type LibraryMessage, READ_COMMITTED, toInbound } from "./records.ts";
+import { type FetchedRecords, type FetchRequestTopic, type LibraryMessage, READ_COMMITTED, takeFetchedRecords, toInbound } from "./records.ts";
 
 /**
  * Group timings (see SESSION_TIMEOUT_MS and HEARTBEAT_INTERVAL_MS); a rebalance waits at most 30 s
@@ -61,7 +61,7 @@ export class PlatformaticConsumer implements GroupConsumer {
   readonly #brokers: string[];
   #waiter: (() => void) | undefined;
   /** Records received and not yet polled; the stream pauses when it holds `#maxBuffered`. */
-  #buffer: LibraryMessage[] = [];
+  #buffer: InboundRecord[] = [];
   readonly #maxBuffered: number;
   #error: unknown;
   #closed = false;
@@ -97,6 +97,7 @@ export class PlatformaticConsumer implements GroupConsumer {
       ...(options.sessionTimeoutMs ? { sessionTimeout: options.sessionTimeoutMs, heartbeatInterval: Math.min(1000, Math.floor(options.sessionTimeoutMs / 3)) } : {}),
     });
     filterAbortedTransactions(this.#consumer, leanFetch);
+    this.#takeFetches();
     // The library emits "error" when rejoining the group after a failed heartbeat fails too (a
     // zombie waking after its session timed out, or a close racing a rejoin). Unheard, that event
     // would crash the process; the next poll reports it instead, and the loop sorts it.
@@ -110,6 +111,48 @@ export class PlatformaticConsumer implements GroupConsumer {
     this.#consumer.on("consumer:group:join", (payload: { memberId?: string; generationId?: number; assignments?: Array<{ topic: string; partitions: number[] }> }) => {
       this.#onJoin(payload.memberId ?? this.#consumer.memberId ?? "", payload.generationId ?? this.#consumer.generationId, payload.assignments ?? []);
     });
+  }
+
+  /**
+   * The records of every fetch the library's message stream makes come straight into the buffer
+   * (records.ts, takeFetchedRecords), not one message object at a time through the stream. The
+   * stream still runs the fetch loop: it sees each batch's offsets, with no records in it, and
+   * moves its positions; backpressure is still its pause and resume. The stream is the only caller
+   * of the library consumer's fetch here.
+   */
+  #takeFetches(): void {
+    const consumer = this.#consumer as unknown as { fetch(options: { topics: FetchRequestTopic[] }, callback?: (error: unknown, response?: FetchedRecords) => void): unknown };
+    const fetch = consumer.fetch.bind(consumer);
+    consumer.fetch = (options, callback) => {
+      if (!callback) return fetch(options);
+      return fetch(options, (error, response) => {
+        if (!error && response && !this.#closed) {
+          try {
+            if (takeFetchedRecords(options.topics, response, (id) => this.#topicOf(id), this.#buffer) > 0) this.#received();
+          } catch (takeError) {
+            // A bug of ours, not the broker's: stop the stream rather than lose or repeat records.
+            this.#error ??= new FvError("KAFKA_FATAL", `reading a fetch response: ${(takeError as Error).message}`, { cause: takeError });
+            this.#wake();
+          }
+        }
+        callback(error, response);
+      });
+    };
+  }
+
+  /** A topic's name from its id, as the library's metadata knows it (it just used it for the fetch). */
+  #topicOf(topicId: string): string | undefined {
+    const topics = (this.#consumer as unknown as { currentMetadata?: { topics: Map<string, { id: string }> } }).currentMetadata?.topics;
+    if (!topics) return undefined;
+    for (const name of this.#options.topics) if (topics.get(name)?.id === topicId) return name;
+    return undefined;
+  }
+
+  /** Records came in: wake a waiting poll, and pause the stream's fetching when the buffer is full. */
+  #received(): void {
+    const stream = this.#stream;
+    if (stream && this.#buffer.length >= this.#maxBuffered && !stream.isPaused()) stream.pause();
+    this.#wake();
   }
 
   /** The loop's rebalance hook, bounded so that a stuck commit cannot hold the group past its rebalance timeout. */
@@ -153,10 +196,10 @@ export class PlatformaticConsumer implements GroupConsumer {
     // Flowing mode with pause/resume for backpressure: the path the library's fetch loop
     // restarts reliably (pull mode with read() stalled after rebalances here).
     const stream = this.#stream;
+    // Records come through the stream only for a topic #topicOf did not know (see #takeFetches).
     stream.on("data", (message: LibraryMessage) => {
-      this.#buffer.push(message);
-      if (this.#buffer.length >= this.#maxBuffered && !stream.isPaused()) stream.pause();
-      this.#wake();
+      this.#buffer.push(toInbound(message));
+      this.#received();
     });
     stream.on("error", (error: unknown) => {
       this.#error = error;
@@ -173,7 +216,7 @@ export class PlatformaticConsumer implements GroupConsumer {
   #drain(max: number, out: InboundRecord[]): void {
     if (this.#rebalancing) return;
     const buffer = this.#buffer;
-    const kept: LibraryMessage[] = [];
+    const kept: InboundRecord[] = [];
     let taken = 0;
     while (out.length < max && taken < buffer.length) {
       const message = buffer[taken++]!;
@@ -183,7 +226,7 @@ export class PlatformaticConsumer implements GroupConsumer {
       }
       // A record of a partition revoked since it was fetched (its new owner reads it again), or
       // one a rejoin rewound over: skipped.
-      if (this.#owned.accept(message.topic, message.partition, message.offset)) out.push(toInbound(message));
+      if (this.#owned.accept(message.topic, message.partition, message.offset)) out.push(message);
     }
     this.#buffer = kept.length ? kept.concat(buffer.slice(taken)) : taken === buffer.length ? [] : buffer.slice(taken);
     const stream = this.#stream!;
