@@ -2,7 +2,7 @@ import type { Row } from "../expr/index.ts";
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
-export type Decoded = { row: Row } | { poison: "invalid_json" | "not_object" | "number_out_of_range"; detail: string };
+export type Decoded = { row: Row; text: string } | { poison: "invalid_json" | "not_object" | "number_out_of_range"; detail: string };
 
 /**
  * Whether a parsed value holds ±Infinity anywhere: what JSON.parse makes of a number beyond the
@@ -52,7 +52,34 @@ export function decodeRow(value: Uint8Array | null): Decoded {
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) {
     return { poison: "not_object", detail: `the value is JSON but not an object: ${Array.isArray(parsed) ? "a list" : JSON.stringify(parsed)?.slice(0, 40)}` };
   }
-  return { row: parsed as Row };
+  return { row: parsed as Row, text };
+}
+
+/**
+ * Whether a decoded row can be written as its source text with `columns` appended
+ * (appendColumns): the text ends with the object's closing brace, the object has a field, and
+ * none of the columns (so nothing a step sets replaces a field of the source).
+ */
+export function appendable(decoded: { row: Row; text: string }, columns: readonly string[]): boolean {
+  const { row, text } = decoded;
+  if (text.charCodeAt(text.length - 1) !== 125 /* } */) return false;
+  for (const column of columns) if (Object.hasOwn(row, column)) return false;
+  for (const _ in row) return true;
+  return false;
+}
+
+/**
+ * The source text of an appendable row with its new columns after its fields, as JSON.stringify
+ * writes them (a column whose value JSON leaves out, undefined, is left out): `{"a":1}` with
+ * c = 2 is `{"a":1,"c":2}`. The source's fields stay as they were written.
+ */
+export function appendColumns(text: string, row: Row, columns: readonly string[]): string {
+  let out = text.slice(0, -1);
+  for (const column of columns) {
+    const value = JSON.stringify(row[column]);
+    if (value !== undefined) out += `,${JSON.stringify(column)}:${value}`;
+  }
+  return `${out}}`;
 }
 
 const KEY_DECODER = new TextDecoder();

@@ -16,7 +16,7 @@ import type { LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
 import type { OperatorTasks } from "./operator-tasks.ts";
 import type { LoopPlan } from "./plan.ts";
-import { decodeRow } from "./record-codec.ts";
+import { appendable, appendColumns, decodeRow } from "./record-codec.ts";
 import { deadLetterRecord } from "./record-collector.ts";
 import type { SinkRow } from "../sinks/sink.ts";
 import { hopInputOf, hopRecord, hopSource, readWatermark, type UpstreamTracker } from "./repartition.ts";
@@ -175,6 +175,10 @@ export class StageRunner {
           this.#poison(e, route, decoded.poison, decoded.detail, { record });
           continue;
         }
+        // A stage that only filters and sets new columns writes a row that had none of them as its
+        // source text with them appended (checked before its steps set them).
+        const appends = route.stage.appends;
+        const source = appends && !route.sink && appendable(decoded, appends) ? decoded.text : undefined;
         let row;
         try {
           row = route.fromHop ? decoded.row : route.stage.before(decoded.row);
@@ -206,7 +210,7 @@ export class StageRunner {
           waiting.push({ record, row });
           toCompute.set(route, waiting);
         } else {
-          this.#emit(e, route, row, { record });
+          this.#emit(e, route, row, { record }, undefined, source);
         }
       }
     }
@@ -296,8 +300,12 @@ export class StageRunner {
     }
   }
 
-  /** An output record: key and headers of the source record kept (a fired row has neither), unless keyed by the produced row. */
-  #emit(e: Emissions, route: Route, row: Row, origin: Origin, keyedBy?: Row): void {
+  /**
+   * An output record: key and headers of the source record kept (a fired row has neither), unless
+   * keyed by the produced row. `source`: the row's source text, its value with the stage's new
+   * columns appended (CompiledStage.appends); a row no step changed is its source record's bytes.
+   */
+  #emit(e: Emissions, route: Route, row: Row, origin: Origin, keyedBy?: Row, source?: string): void {
     const key = keyedBy ? rowKeyText(keyedBy, route.outputKey) : "record" in origin ? origin.record.key : null;
     if (route.sink) {
       e.sink ??= new Map();
@@ -310,7 +318,8 @@ export class StageRunner {
       e.emitted++;
       return;
     }
-    const value = JSON.stringify(row);
+    const appends = route.stage.appends;
+    const value = source === undefined || !appends ? JSON.stringify(row) : appends.length === 0 && "record" in origin && origin.record.value ? origin.record.value : appendColumns(source, row, appends);
     e.out.push("record" in origin ? { topic: route.outputTopic, key, value, headers: origin.record.headers } : { topic: route.outputTopic, key, value });
     e.emitted++;
   }

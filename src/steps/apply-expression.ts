@@ -17,6 +17,7 @@ export function compileApplyExpression(def: v.InferOutput<typeof applyExpression
   return {
     op: "applyExpression",
     reads: expr.columns,
+    sets: column,
     apply(row: Row): Row {
       row[column] = expr.evaluate(row);
       return row;

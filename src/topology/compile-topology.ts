@@ -59,6 +59,13 @@ export interface CompiledStage {
   readonly before: (row: Row) => Row | null;
   /** `before` has no steps: it hands back the row as decoded. */
   readonly nothingBefore: boolean;
+  /**
+   * A stage with no compute step or operator whose steps only filter rows and set columns
+   * (filter, applyExpression): the columns its steps set, in the order they are first set. A row
+   * that had none of them is written as its source text with them appended (stage-runner.ts),
+   * rather than serialized again whole.
+   */
+  readonly appends?: readonly string[];
   /** Runs the inline steps after the compute step on each of its output rows. */
   readonly after: (row: Row) => Row | null;
   /** Runs all steps of a stage without a compute step: the output row, or null when dropped. */
@@ -174,7 +181,9 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
       throw new Error(`stage ${index + 1} has a ${compute ? "compute" : "stateful"} step: run it through the stream loop`);
     }
     : runBefore;
-  return { index, def, steps, compute, operator, before: runBefore, nothingBefore: before.length === 0, after: chain(after), process };
+  const appendsOnly = !compute && !operator && before.length > 0 && before.every((s) => s.op === "filter" || (s.op === "applyExpression" && s.sets !== undefined));
+  const appends = appendsOnly ? [...new Set(before.flatMap((s) => (s.sets === undefined ? [] : [s.sets])))] : undefined;
+  return { index, def, steps, compute, operator, before: runBefore, nothingBefore: before.length === 0, ...(appends ? { appends } : {}), after: chain(after), process };
 }
 
 function compileOperator(raw: { op: string }, stage: number, step: number, inputNames: readonly string[]): CompiledOperator {

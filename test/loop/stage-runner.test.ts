@@ -83,6 +83,32 @@ describe("a stateless stage", () => {
     expect(e.consumed).toBe(1);
   });
 
+  test("a stage that only filters and sets new columns writes its source text with them appended; a row that had one is written whole", async () => {
+    const { run, stages } = runner(stateless);
+    expect(stages[0]!.appends).toEqual(["half"]);
+    const e = await run.run([record(0, '{"id": 1, "n": 1.50}'), record(1, { id: 5, half: "old" }), record(2, { id: 4, z: [1] })]);
+    expect(e.out.map((r) => r.value)).toEqual([
+      '{"id": 1, "n": 1.50,"half":10}', // the source's fields as they were written
+      JSON.stringify({ id: 5, half: 2 }), // the step replaced a field of the source: serialized whole
+      '{"id":4,"z":[1],"half":2.5}',
+    ]);
+    expect(e.out.map((r) => JSON.parse(String(r.value)))).toEqual([{ id: 1, n: 1.5, half: 10 }, { id: 5, half: 2 }, { id: 4, z: [1], half: 2.5 }]);
+  });
+
+  test("a stage that only filters writes the source record's bytes; one that renames or selects serializes the row", async () => {
+    const { run, stages } = runner({
+      stages: [
+        { inputs: ["in"], output: "out", steps: [{ op: "filter", expression: "id != 2" }] },
+        { inputs: ["in"], output: "other", steps: [{ op: "applyExpression", column: "b", expression: "id" }, { op: "select", columns: ["b"] }] },
+      ],
+    });
+    expect(stages.map((stage) => stage.appends)).toEqual([[], undefined]);
+    const source = record(0, '{ "id" : 1 }');
+    const e = await run.run([source, record(1, { id: 2 })]);
+    expect(e.out.map((r) => [r.topic, text(r.value)])).toEqual([["out", '{ "id" : 1 }'], ["other", '{"b":1}'], ["other", '{"b":2}']]);
+    expect(e.out[0]!.value).toBe(source.value);
+  });
+
   test("the counts add up into counters, poison by reason", async () => {
     const { run } = runner(stateless);
     const counters = emptyCounters();
