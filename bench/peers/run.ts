@@ -10,11 +10,13 @@
  * pass-through run once, before the rounds.
  *
  * Env: BENCH_ROWS (input rows, default 1000000), BENCH_REPEATS (3), BENCH_WORKLOADS
- * (stateless,stateful,compute), BENCH_ENGINES (all), BENCH_RUN_TIMEOUT_S (per run),
+ * (stateless,stateful,compute; also hop: the stateful topology through a repartition topic in
+ * both engines), BENCH_ENGINES (all), BENCH_RUN_TIMEOUT_S (per run),
  * BENCH_LATENCY_RATE (rows/s, 0 = skip the latency runs), BENCH_LATENCY_SECONDS,
  * BENCH_COMMIT_MS (checkpoint / commit interval of every engine, 1000), BENCH_BUDGET_MIN (30: a
  * round or the latency pass that would end past this is skipped and the table says so),
- * STREAM_BROKERS.
+ * STREAM_BROKERS. A run with BENCH_WORKLOADS or BENCH_ENGINES set writes its table to
+ * bench/results only: docs/benchmarks.md keeps the latest full run.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
@@ -46,7 +48,7 @@ const STAMP = new Date().toISOString().replace(/[-:]/g, "").replace(/\..*/, "").
 const PREFIX = `bp-${STAMP}`;
 const WORK = mkdtempSync(join(tmpdir(), "fv-bench-peers-"));
 
-type Workload = "stateless" | "stateful" | "compute";
+type Workload = "stateless" | "stateful" | "hop" | "compute";
 type Guarantee = "alos" | "eos";
 
 // --- the Java side -------------------------------------------------------------------------
@@ -110,7 +112,7 @@ const ENGINES: Engine[] = [
     id: `kstreams-${g}`,
     label: "Kafka Streams",
     guarantee: g,
-    workloads: ["stateless", "stateful", "compute"],
+    workloads: ["stateless", "stateful", "hop", "compute"],
     command: (s) => ({ argv: java(KS_HEAP, "dev.fvstreams.bench.Main", ["streams", s.workload, g, s.input, s.output, `${s.name}-app`]), env: { BENCH_COMMIT_MS: COMMIT_MS } }),
   })),
   ...fvRuntimes.flatMap(({ id, label, argv, env, unavailable }) =>
@@ -118,7 +120,7 @@ const ENGINES: Engine[] = [
       id: `fv-${id}-${g}`,
       label: `fv-streams ${label}`,
       guarantee: g,
-      workloads: ["stateless", "stateful", "compute"],
+      workloads: ["stateless", "stateful", "hop", "compute"],
       unavailable,
       command: (s) => ({
         argv: [...argv, pipelineFile(s)],
@@ -150,6 +152,8 @@ for (const [label, why] of new Map(ENGINES.filter((e) => e.unavailable && (!sele
 const STEPS: Record<Workload, string> = {
   stateless: `[[transforms.steps]]\nop = "filter"\nexpression = "price >= 50"\n\n[[transforms.steps]]\nop = "applyExpression"\ncolumn = "notional"\nexpression = "price * qty"\n`,
   stateful: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\nrepartition = false\n`,
+  // The same windowed count through a repartition hop (Kafka Streams: groupBy, which always repartitions).
+  hop: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\nrepartition = true\n`,
   compute: `[[transforms.steps]]\nop = "wasm"\nref = "enrich-order"\n`,
 };
 
@@ -493,13 +497,14 @@ appendFileSync(resultsFile, table + `\n![ratios](${png.replace("bench/results/",
 // docs/benchmarks.md shows the latest table of each commit interval between its markers (the
 // default 1000 ms: "latest"; another: "latest commit <ms> ms", when the page has those markers)
 const docs = join(ROOT, "docs/benchmarks.md");
-if (existsSync(docs)) {
+const partial = process.env.BENCH_WORKLOADS !== undefined || process.env.BENCH_ENGINES !== undefined;
+if (existsSync(docs) && !partial) {
   const text = readFileSync(docs, "utf8");
   const which = COMMIT_MS === "1000" ? "latest" : `latest commit ${COMMIT_MS} ms`;
   const begin = `<!-- bench:peers ${which} begin -->`, end = `<!-- bench:peers ${which} end -->`;
   if (text.includes(begin) && text.includes(end)) writeFileSync(docs, text.slice(0, text.indexOf(begin) + begin.length) + "\n\n" + table + `\n![ratios](../${png})\n\n` + text.slice(text.indexOf(end)));
 }
-console.log(`wrote ${resultsFile}, ${png} and, where docs/benchmarks.md has its markers, the latest table of a ${COMMIT_MS} ms commit interval there`);
+console.log(`wrote ${resultsFile}, ${png}${partial ? " (a partial run: docs/benchmarks.md left as it was)" : ` and, where docs/benchmarks.md has its markers, the latest table of a ${COMMIT_MS} ms commit interval there`}`);
 process.exit(0);
 
 function navigatorCores(): number { return (globalThis.navigator as { hardwareConcurrency?: number } | undefined)?.hardwareConcurrency ?? 0; }

@@ -62,6 +62,6 @@ final class Rows {
       seen.set((int) ((i % KEYS) * windows + w));
     }
     long stateful = seen.cardinality();
-    return "{\"stateless\":" + stateless + ",\"stateful\":" + stateful + ",\"compute\":" + compute + "}";
+    return "{\"stateless\":" + stateless + ",\"stateful\":" + stateful + ",\"hop\":" + stateful + ",\"compute\":" + compute + "}";
   }
 }

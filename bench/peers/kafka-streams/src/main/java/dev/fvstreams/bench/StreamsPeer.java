@@ -26,6 +26,9 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * - stateful: per key (the record key, the customer), a 1-minute tumbling window with no grace,
  *   count and sum of qty, final results only (suppress until the window closes), as fv-streams'
  *   windowedAggregate fires once per (key, window) when the watermark passes the window's end;
+ * - hop: the stateful topology through a repartition topic: groupBy on the same key (Kafka
+ *   Streams repartitions at every groupBy, whatever the key), as fv-streams' windowedAggregate
+ *   with repartition = true;
  * - compute: the map of functions/enrich-order (notional, tier, label) written in Java.
  *
  * Settings that matter, equal for both engines: one stream thread, commit every
@@ -57,7 +60,9 @@ final class StreamsPeer {
           .mapValues(row -> write(row.put("notional", row.path("price").asDouble() * row.path("qty").asDouble())))
           .to(output, Produced.with(Serdes.String(), Serdes.String()));
       case "compute" -> in.mapValues(v -> write(enrich(parse(v)))).to(output, Produced.with(Serdes.String(), Serdes.String()));
-      case "stateful" -> in.groupByKey(Grouped.with(Serdes.String(), Serdes.String()))
+      case "stateful", "hop" -> (workload.equals("hop")
+              ? in.groupBy((k, v) -> k, Grouped.with(Serdes.String(), Serdes.String()))
+              : in.groupByKey(Grouped.with(Serdes.String(), Serdes.String())))
           .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(Rows.WINDOW_MS), Duration.ZERO))
           // the aggregate is "count,sum" as text, so no custom serde is needed
           .aggregate(() -> "0,0", (k, v, agg) -> {
