@@ -8,12 +8,18 @@
 import process from "node:process";
 import { createInterface } from "node:readline";
 import { SerialQueue } from "../../src/async.ts";
-import type { FromPluginHost, ToPluginHost } from "../../src/compute/plugin-protocol.ts";
+import { framedLine, type FromPluginHost, readFramedLine, type ToPluginHost } from "../../src/compute/plugin-protocol.ts";
 import { createPluginServer } from "../../src/compute/plugin-server.ts";
 
 function send(message: FromPluginHost): void {
-  // Results go out parsed, so the stream parses each line once.
   if (message.type === "result" && message.output !== undefined) {
+    // The output as the plugin wrote it, after the message and a tab: the stream parses it once.
+    const line = message.output === "" ? undefined : framedLine({ type: "result", id: message.id }, message.output);
+    if (line !== undefined) {
+      process.stdout.write(`${line}\n`);
+      return;
+    }
+    // A line break in it (or no output): parsed here and sent inside the message.
     let value: unknown;
     try {
       value = message.output === "" ? null : JSON.parse(message.output);
@@ -32,8 +38,10 @@ const messages = new SerialQueue();
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 lines.on("line", (line) => {
   if (line.length === 0) return;
-  const message = JSON.parse(line) as ToPluginHost;
-  void messages.run(() => handle(message));
+  const { message, payload } = readFramedLine(line);
+  // A call's input rides after a tab, as the text the plugin is called with.
+  if (payload !== undefined) message.input = payload;
+  void messages.run(() => handle(message as unknown as ToPluginHost));
 });
 // The stream stops this process in order: end of stdin (then it exits 0), or SIGKILL. A SIGINT or
 // SIGTERM meant for the stream and sent to every process of its unit (systemd's default

@@ -5,7 +5,7 @@
  */
 import type { ComputeHost, WorkerLike } from "./host.ts";
 import { LineWriter, readLines } from "./lines.ts";
-import type { FromPluginHost, ToPluginHost } from "./plugin-protocol.ts";
+import { framedLine, type FromPluginHost, readFramedLine, type ToPluginHost } from "./plugin-protocol.ts";
 
 export type Isolation = "worker" | "process";
 
@@ -76,7 +76,16 @@ function openProcess(host: ComputeHost, events: ChannelEvents, context: Record<s
   void readLines(child.stdout, (line) => {
     if (line.length === 0) return;
     try {
-      events.onMessage(JSON.parse(line) as FromPluginHost);
+      const { message, payload } = readFramedLine(line);
+      if (payload !== undefined && message.type === "result") {
+        // The plugin's output as it wrote it: parsed here once; if it is not JSON, the step reports that.
+        try {
+          message.value = JSON.parse(payload);
+        } catch {
+          message.output = payload;
+        }
+      }
+      events.onMessage(message as FromPluginHost);
     } catch {
       host.log("warn", `plugin process wrote a line that is not JSON: ${line.slice(0, 200)}`, context);
     }
@@ -87,7 +96,10 @@ function openProcess(host: ComputeHost, events: ChannelEvents, context: Record<s
     isolation: "process",
     send(message) {
       if (message.type === "init" && message.wasm instanceof Uint8Array) writer.write(JSON.stringify({ ...message, wasm: toBase64(message.wasm) }));
-      else writer.write(JSON.stringify(message));
+      else if (message.type === "call") {
+        const { input, ...call } = message;
+        writer.write(framedLine(call, typeof input === "string" ? input : JSON.stringify(input)) ?? JSON.stringify(message));
+      } else writer.write(JSON.stringify(message));
     },
     kill() {
       dead = true;

@@ -28,8 +28,27 @@ export type FromPluginHost =
   | { type: "hello" }
   | { type: "ready"; exports: string[] }
   | { type: "init-failed"; message: string }
-  /** `output` is the plugin's output text; a process sends it parsed, as `value`. */
+  /** `output` is the plugin's output text; over a process's pipe it arrives parsed, as `value`. */
   | { type: "result"; id: number; output?: string; value?: unknown }
   /** `reason`: the poison reason when it is not "plugin_error" (e.g. "memory_limit"). */
   | { type: "failed"; id: number; message: string; trap: boolean; reason?: string }
   | { type: "log"; level: "debug" | "info" | "warn" | "error"; message: string };
+
+/**
+ * Over a process's pipes every message is one line of JSON. A call's input and a result's output
+ * are JSON text already: they ride after the message's own JSON and a tab, as they are, so
+ * neither side parses and serializes them again on the way (JSON.stringify never writes a raw
+ * tab, so the first tab ends the message). A payload with a line break in it (a plugin may
+ * pretty-print its output) cannot ride on the line: the caller sends it inside the message.
+ */
+export function framedLine(message: object, payload: string): string | undefined {
+  return payload.includes("\n") || payload.includes("\r") ? undefined : `${JSON.stringify(message)}\t${payload}`;
+}
+
+/** A line as framedLine writes it, or a plain JSON message: the message, and the payload after its tab if any. */
+export function readFramedLine(line: string): { message: Record<string, unknown>; payload?: string } {
+  const tab = line.indexOf("\t");
+  if (tab < 0) return { message: JSON.parse(line) };
+  // A tab inside the message's JSON would be escaped: the first raw tab is the frame's.
+  return { message: JSON.parse(line.slice(0, tab)), payload: line.slice(tab + 1) };
+}
