@@ -144,8 +144,8 @@ export class Commits {
   }
 
   /**
-   * At-least-once checkpoint. The outputs are already acknowledged; what is committed is taken
-   * now, between batches, and written off the loop's path, one checkpoint at a time, in order:
+   * At-least-once checkpoint. The outputs are acknowledged first (the last batch's send may still
+   * be in flight); what is committed is taken then, between batches, and written off the loop's path, one checkpoint at a time, in order:
    *   1. sinks: the rows kept for them since the last checkpoint are written (they are outputs, but
    *      held until now: state that covers their records must not be durable before they are, or a
    *      crash in between loses them: the restore would skip those records as done);
@@ -154,6 +154,9 @@ export class Commits {
    * With `flush`, waits for it and every checkpoint before it.
    */
   async atLeastOnce(session: Session, options: { flush?: boolean } = {}): Promise<void> {
+    // The batch send in flight first: its offsets are taken with the others, and the state drained
+    // below covers its rows, so it must not be written before they are acknowledged.
+    await session.settleSends();
     const taken = session.takeCommittable();
     await session.tasks.noteConsumed(taken);
     const changelog = session.tasks.drainChangelog();

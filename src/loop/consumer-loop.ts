@@ -336,7 +336,10 @@ export class ConsumerLoop {
     const watchdog = this.#watchdog;
     const lag = { knownBehind: (tp: TopicPartition) => watchdog.knownBehind(session, tp), caughtUp: (tp: TopicPartition) => watchdog.caughtUp(session, tp) };
     const out = session.upstream.announce(now, watchdog.quietMs(now), session.consumer.owned(), lag, changedNow);
-    if (out.length) await session.emit(out);
+    if (!out.length) return;
+    // After the rows they cover: the batch send in flight (at-least-once) is acknowledged first.
+    await session.settleSends();
+    await session.emit(out);
   }
 
   /** The poll loop of a session, until stopped or idle; a failure throws. */
@@ -418,13 +421,21 @@ export class ConsumerLoop {
       if (session.tasks.active) this.#fire(session, emissions);
       if (emissions.sink) sinks!.add(emissions.sink, revoked);
       this.#debug?.("debug", `batch: sending ${emissions.out.length}`);
-      await session.emit(emissions.out);
-      this.#debug?.("debug", "batch: sent");
-      // Counted once the batch is acknowledged (at-least-once), or once its transaction commits
-      // (exactly-once: an aborted batch is processed again and counted then).
-      countEmissions(session.tx ? session.open.counters : this.counters, emissions);
       for (const [stage, ms] of emissions.stageMs) this.metrics.stepLatency(stage.index, stage.steps.length - 1, "stage", ms);
-      session.markProcessed(records, revoked);
+      if (session.tx) {
+        await session.emit(emissions.out);
+        // Counted once its transaction commits (an aborted batch is processed again and counted then).
+        countEmissions(session.open.counters, emissions);
+        session.markProcessed(records, revoked);
+      } else {
+        // At-least-once: the loop goes on with the next batch while this one's send is acknowledged;
+        // it is counted, and its offsets become committable, once it is.
+        await session.emitInBackground(emissions.out, () => {
+          countEmissions(this.counters, emissions);
+          session.markProcessed(records, revoked);
+        });
+      }
+      this.#debug?.("debug", "batch: sent");
     } finally {
       session.revokedDuringBatch = undefined;
     }

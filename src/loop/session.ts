@@ -251,6 +251,36 @@ export class Session {
   }
 
   /**
+   * At-least-once: the last batch's send, still waiting for its acknowledgement, and what follows
+   * it (its offsets marked processed). The loop reads and transforms the next batch meanwhile.
+   */
+  #sending: Promise<void> | undefined;
+
+  /**
+   * At-least-once: sends a batch's records without waiting for them; `acknowledged` runs once they
+   * are (its offsets may be committed from then on). One send is in flight at a time: this waits
+   * for the one before, so sends go out in order, and a failed one is retried (or fails the
+   * session) before anything after it goes out.
+   */
+  async emitInBackground(records: OutboundRecord[], acknowledged: () => void): Promise<void> {
+    await this.settleSends();
+    const sending = this.collector.send(records).then(acknowledged);
+    sending.catch(() => {}); // its failure is thrown by the next settleSends
+    this.#sending = sending;
+  }
+
+  /**
+   * At-least-once: waits for the batch send in flight, if any; throws its failure. Before a
+   * checkpoint takes offsets and state, and before watermark records that cover its rows.
+   */
+  async settleSends(): Promise<void> {
+    const sending = this.#sending;
+    if (!sending) return;
+    await sending;
+    if (this.#sending === sending) this.#sending = undefined;
+  }
+
+  /**
    * Hands records to the collector: acknowledged before this resolves (at-least-once), or queued
    * into the open transaction (exactly-once).
    */

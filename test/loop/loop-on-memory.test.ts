@@ -13,6 +13,7 @@ import type { TopicBinding, Topology } from "../../src/control/types.ts";
 import { FvError } from "../../src/errors.ts";
 import { ConsumerLoop, type LoopState } from "../../src/loop/consumer-loop.ts";
 import type { HopPlan, LoopPlan } from "../../src/loop/plan.ts";
+import type { LoopTimings } from "../../src/loop/timings.ts";
 import type { KafkaClient } from "../../src/kafka/port.ts";
 import { crashable, MemoryKafka, type JournalEntry } from "../kafka/memory-kafka.ts";
 
@@ -54,9 +55,9 @@ afterEach(async () => {
 });
 
 /** Runs a loop on the cluster; `log` keeps what it logged. */
-function start(kafka: MemoryKafka, plan: LoopPlan, options: { client?: KafkaClient; debug?: boolean } = {}) {
+function start(kafka: MemoryKafka, plan: LoopPlan, options: { client?: KafkaClient; debug?: boolean; timings?: Partial<LoopTimings> } = {}) {
   const log: string[] = [];
-  const loop = new ConsumerLoop(plan, options.client ?? kafka.client(), (level, message) => void log.push(`${level}: ${message}`), { debug: options.debug ?? false });
+  const loop = new ConsumerLoop(plan, options.client ?? kafka.client(), (level, message) => void log.push(`${level}: ${message}`), { debug: options.debug ?? false, ...(options.timings ? { timings: options.timings } : {}) });
   const done = loop.run();
   started.push({ loop, done });
   const stop = async () => {
@@ -278,6 +279,45 @@ describe("exactly-once", () => {
     await expect(zombie.send([{ topic: "out", key: null, value: "late" }])).rejects.toMatchObject({ code: "KAFKA_FENCED" });
     const { consumed, transactionsCommitted, transactionsAborted, restarts } = loop.counters;
     expect({ consumed, transactionsCommitted, transactionsAborted, restarts }).toEqual({ consumed: 3, transactionsCommitted: 1, transactionsAborted: 1, restarts: 1 });
+  });
+});
+
+describe("at-least-once with a send in flight", () => {
+  test("the next batch is read and transformed while the last one's send is acknowledged; no offset of a batch is committed before its send is", async () => {
+    const kafka = new MemoryKafka();
+    kafka.createTopic("in", 1);
+    kafka.createTopic("out", 1);
+    // No checkpoint comes due on its own here (it would wait for the send in flight): only the stop's.
+    const { log, stop } = start(kafka, planOf(selectId, { STREAM_CHECKPOINT_INTERVAL_MS: "60000" }), { debug: true });
+    kafka.slowNext("send", 400, { topic: "out" });
+    const batches = () => log.filter((l) => l.startsWith("debug: batch: sending")).length;
+    kafka.produce("in", [0, 1].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the first batch's send is in flight", () => kafka.journal.some((e) => e.kind === "slow"));
+    kafka.produce("in", [2, 3].map((id) => ({ key: null, value: json({ id }) })));
+    // The second batch is transformed while the first send waits (before, the loop waited for the ack first) …
+    await waitFor("the second batch is transformed", () => batches() === 2, 300);
+    // … but it is sent only after the first send, and nothing is written or committed meanwhile.
+    expect(kafka.readText("out")).toEqual([]);
+    expect(kafka.committed(GROUP)["in:0"]).toBeUndefined();
+    await waitFor("both batches are written", () => kafka.readText("out").length === 4);
+    expect(kafka.readText("out").map(([, v]) => v)).toEqual([0, 1, 2, 3].map((id) => json({ id })));
+    expect(await stop()).toBe("STOPPED");
+    expect(kafka.committed(GROUP)["in:0"]).toBe(4n);
+  });
+
+  test("a send that fails for good is never acknowledged: the batches after it are not committed, and the next session does them again", async () => {
+    const kafka = new MemoryKafka();
+    kafka.createTopic("in", 1);
+    kafka.createTopic("out", 1);
+    const { loop, stop } = start(kafka, planOf(selectId, { STREAM_CHECKPOINT_INTERVAL_MS: "20" }), { timings: { sendRetries: 2, sendRetryPauseMs: 10, restartBackoff: { firstMs: 10, maxMs: 10 } } });
+    kafka.produce("in", [0].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the first batch is committed", () => kafka.committed(GROUP)["in:0"] === 1n);
+    kafka.failNext("send", new FvError("KAFKA_RETRYABLE", "injected: the broker is away"), { topic: "out", times: 2 });
+    kafka.produce("in", [1, 2].map((id) => ({ key: null, value: json({ id }) })));
+    await waitFor("the session restarted and did them again", () => kafka.committed(GROUP)["in:0"] === 3n);
+    expect(loop.counters.restarts).toBe(1);
+    expect(values(kafka, "out")).toEqual([0, 1, 2].map((id) => json({ id })).sort());
+    expect(await stop()).toBe("STOPPED");
   });
 });
 
