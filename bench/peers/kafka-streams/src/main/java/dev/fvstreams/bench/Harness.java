@@ -20,6 +20,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.Utils;
 
 /** The harness side of the benchmark: topics, loading, pacing, and the read_committed counter. */
 final class Harness {
@@ -73,7 +74,7 @@ final class Harness {
         producer.send(new ProducerRecord<>(topic, null, Rows.ts(i, n, t0), Rows.key(i), Rows.row(i, n, t0, 0)));
       }
       for (int p = 0; p < partitions; p++) {
-        producer.send(new ProducerRecord<>(topic, p, Rows.closerTs(t0), "closer-" + p, Rows.closer(p, t0)));
+        producer.send(new ProducerRecord<>(topic, p, Rows.closerTs(t0), closerKey(p, partitions), Rows.closer(p, t0)));
       }
       producer.flush();
       System.out.println("{\"loaded\":" + n + ",\"partitions\":" + partitions + ",\"expected\":" + Rows.expectedJson(n, t0, partitions) + "}");
@@ -184,6 +185,18 @@ final class Harness {
         out.append(",\"latencyN\":").append(nlat).append(",\"p50\":").append(l[(int) (nlat * 0.50)]).append(",\"p99\":").append(l[Math.min(nlat - 1, (int) (nlat * 0.99))]);
       }
       System.out.println(out.append("}"));
+    }
+  }
+
+  /**
+   * The key of partition p's closing row: one that the default partitioner puts on p, so that a
+   * repartition on the record key (the hop workload's groupBy) still closes every partition's
+   * windows in Kafka Streams, whose stream time is per partition.
+   */
+  static String closerKey(int p, int partitions) {
+    for (int s = 0; ; s++) {
+      String key = "closer-" + p + (s == 0 ? "" : "-" + s);
+      if (Utils.toPositive(Utils.murmur2(key.getBytes(java.nio.charset.StandardCharsets.UTF_8))) % partitions == p) return key;
     }
   }
 }
