@@ -29,7 +29,8 @@ const name = `bp-prof-${Date.now().toString(36)}`;
 const tool = (args: string[]) => ["java", "-Xmx512m", `-Dlog4j2.configurationFile=${KS_DIR}/log4j2.properties`, "-cp", `${KS_DIR}/target/fv-bench-peers-0.jar:${KS_DIR}/target/lib/*`, "dev.fvstreams.bench.Main", ...args];
 const STEPS: Record<string, string> = {
   stateless: `[[transforms.steps]]\nop = "filter"\nexpression = "price >= 50"\n\n[[transforms.steps]]\nop = "applyExpression"\ncolumn = "notional"\nexpression = "price * qty"\n`,
-  stateful: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\n`,
+  stateful: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\nrepartition = false\n`,
+  hop: `[[transforms.steps]]\nop = "windowedAggregate"\ntimeColumn = "ts"\nwindowMs = 60000\ngroupBy = ["cust"]\naggs = [{ op = "count" }, { op = "sum", column = "qty" }]\nrepartition = true\n`,
   compute: `[[transforms.steps]]\nop = "wasm"\nref = "enrich-order"\n`,
 };
 

@@ -14,40 +14,63 @@ export const partitionText = (tp: TopicPartition): string => `${tp.topic}:${tp.p
  */
 export class PairMap<A extends string | number, B extends string | number, V> {
   readonly #map = new Map<string, [A, B, V]>();
+  /**
+   * The entry found or set last. Records come in runs of one partition, so most lookups ask for
+   * the same pair again: those skip joining the key (a string per record, per map).
+   */
+  #last: [A, B, V] | undefined;
 
   get size(): number {
     return this.#map.size;
   }
 
+  #entry(a: A, b: B): [A, B, V] | undefined {
+    const last = this.#last;
+    if (last !== undefined && last[1] === b && last[0] === a) return last;
+    if (this.#map.size === 0) return undefined;
+    const entry = this.#map.get(`${a}\u0000${b}`);
+    if (entry !== undefined) this.#last = entry;
+    return entry;
+  }
+
   get(a: A, b: B): V | undefined {
-    return this.#map.get(`${a}\u0000${b}`)?.[2];
+    return this.#entry(a, b)?.[2];
   }
 
   has(a: A, b: B): boolean {
-    return this.#map.has(`${a}\u0000${b}`);
+    return this.#entry(a, b) !== undefined;
   }
 
   set(a: A, b: B, value: V): this {
-    this.#map.set(`${a}\u0000${b}`, [a, b, value]);
+    const entry = this.#entry(a, b);
+    if (entry !== undefined) entry[2] = value;
+    else {
+      const added: [A, B, V] = [a, b, value];
+      this.#map.set(`${a}\u0000${b}`, added);
+      this.#last = added;
+    }
     return this;
   }
 
   delete(a: A, b: B): boolean {
+    this.#last = undefined;
     return this.#map.delete(`${a}\u0000${b}`);
   }
 
   /** Deletes every entry that matches. */
   deleteWhere(match: (a: A, b: B, value: V) => boolean): void {
+    this.#last = undefined;
     for (const [key, [a, b, value]] of this.#map) if (match(a, b, value)) this.#map.delete(key);
   }
 
   clear(): void {
+    this.#last = undefined;
     this.#map.clear();
   }
 
   /** The entries in insertion order, as a snapshot: safe to change the map while iterating. */
   entries(): Array<[A, B, V]> {
-    return [...this.#map.values()];
+    return [...this.#map.values()].map(([a, b, value]) => [a, b, value]);
   }
 
   values(): V[] {
