@@ -1,4 +1,4 @@
-import { backoffMs, delay } from "../async.ts";
+import { backoffMs, deadline, delay } from "../async.ts";
 import type { ComputeStep } from "../compute/index.ts";
 import type { HttpObserver } from "../compute/http-step.ts";
 import { compileTopology, type CompiledStage } from "../topology/compile-topology.ts";
@@ -312,6 +312,9 @@ export class ConsumerLoop {
     } catch (error) {
       // Exactly-once: nothing queued runs any more, and the request under way settles, before the abort.
       if (session.tx) await session.collector.cancel(asFvError(error));
+      // At-least-once: the batch send in flight ends (acknowledged or failed, bounded) before the
+      // member leaves the group, so no write of this member lands after its partitions' next owner's.
+      else await deadline(session.settleSends(), this.#timings.closeTimeoutMs).catch(() => {});
       if (session.tx?.inTransaction) {
         await session.tx.abort().catch(() => {});
         this.counters.transactionsAborted++;
@@ -430,7 +433,7 @@ export class ConsumerLoop {
       } else {
         // At-least-once: the loop goes on with the next batch while this one's send is acknowledged;
         // it is counted, and its offsets become committable, once it is.
-        await session.emitInBackground(emissions.out, () => {
+        await session.emitInBackground(emissions.out, revoked, () => {
           countEmissions(this.counters, emissions);
           session.markProcessed(records, revoked);
         });

@@ -76,7 +76,7 @@ export function appendable(decoded: { row: Row; text: string }, columns: readonl
 export function appendColumns(text: string, row: Row, columns: readonly string[]): string {
   let out = text.slice(0, -1);
   for (const column of columns) {
-    const value = JSON.stringify(row[column]);
+    const value = Object.hasOwn(row, column) ? JSON.stringify(row[column]) : undefined;
     if (value !== undefined) out += `,${JSON.stringify(column)}:${value}`;
   }
   return `${out}}`;

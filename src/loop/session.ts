@@ -226,6 +226,7 @@ export class Session {
       // the transaction must abort, never commit outputs without their offsets.
       if (this.open.partitions.has(tp) || this.committing.some((work) => work.partitions.has(tp))) this.revokedMidTransaction = true;
       this.revokedDuringBatch?.add(tp);
+      this.#sendingRevoked?.add(tp);
       this.pending.delete(tp);
       this.committed.delete(tp);
       this.positions.delete(tp);
@@ -255,16 +256,28 @@ export class Session {
    * it (its offsets marked processed). The loop reads and transforms the next batch meanwhile.
    */
   #sending: Promise<void> | undefined;
+  /** The partitions of the batch whose send is in flight revoked since the batch began: none of their offsets is marked at its ack. */
+  #sendingRevoked: PartitionSet | undefined;
+
+  /** At-least-once: a batch's send is in flight. */
+  get sending(): boolean {
+    return this.#sending !== undefined;
+  }
 
   /**
    * At-least-once: sends a batch's records without waiting for them; `acknowledged` runs once they
    * are (its offsets may be committed from then on). One send is in flight at a time: this waits
    * for the one before, so sends go out in order, and a failed one is retried (or fails the
-   * session) before anything after it goes out.
+   * session) before anything after it goes out. `revoked` is the batch's revoked set: partitions
+   * revoked while the send is in flight are added to it, as during the batch.
    */
-  async emitInBackground(records: OutboundRecord[], acknowledged: () => void): Promise<void> {
+  async emitInBackground(records: OutboundRecord[], revoked: PartitionSet, acknowledged: () => void): Promise<void> {
     await this.settleSends();
-    const sending = this.collector.send(records).then(acknowledged);
+    this.#sendingRevoked = revoked;
+    const sending: Promise<void> = this.collector.send(records).then(() => {
+      acknowledged();
+      if (this.#sending === sending) this.#sendingRevoked = this.#sending = undefined;
+    });
     sending.catch(() => {}); // its failure is thrown by the next settleSends
     this.#sending = sending;
   }
@@ -277,7 +290,6 @@ export class Session {
     const sending = this.#sending;
     if (!sending) return;
     await sending;
-    if (this.#sending === sending) this.#sending = undefined;
   }
 
   /**

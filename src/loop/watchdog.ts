@@ -98,6 +98,8 @@ export class Watchdog {
       this.#log("warn", `${held.map(partitionText).join(", ")} wait for a stable committed offset: a transaction that commits offsets for them is still pending`);
     }
     if (now - this.#lastRecord < stallMs) return;
+    // At-least-once: a batch send still waiting for its acknowledgement has not moved the positions yet.
+    if (session.sending) return;
     const lagging = this.lagging(session, held);
     if (lagging || now - this.#endsAnsweredAt >= stallMs) {
       this.#counters.stallRestarts++;

@@ -181,7 +181,8 @@ function compileStage(raw: unknown, index: number, functions?: FunctionRegistry)
       throw new Error(`stage ${index + 1} has a ${compute ? "compute" : "stateful"} step: run it through the stream loop`);
     }
     : runBefore;
-  const appendsOnly = !compute && !operator && before.length > 0 && before.every((s) => s.op === "filter" || (s.op === "applyExpression" && s.sets !== undefined));
+  // (A column named __proto__ is not a field JSON.parse or an assignment makes: such a stage is serialized whole.)
+  const appendsOnly = !compute && !operator && before.length > 0 && before.every((s) => s.op === "filter" || (s.op === "applyExpression" && s.sets !== undefined && s.sets !== "__proto__"));
   const appends = appendsOnly ? [...new Set(before.flatMap((s) => (s.sets === undefined ? [] : [s.sets])))] : undefined;
   return { index, def, steps, compute, operator, before: runBefore, nothingBefore: before.length === 0, ...(appends ? { appends } : {}), after: chain(after), process };
 }

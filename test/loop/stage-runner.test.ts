@@ -103,6 +103,8 @@ describe("a stateless stage", () => {
       ],
     });
     expect(stages.map((stage) => stage.appends)).toEqual([[], undefined]);
+    // A column named __proto__ is no field of the row (an assignment sets the prototype): such a stage is serialized whole.
+    expect(runner({ stages: [{ inputs: ["in"], output: "out", steps: [{ op: "applyExpression", column: "__proto__", expression: "1" }] }] }).stages[0]!.appends).toBeUndefined();
     const source = record(0, '{ "id" : 1 }');
     const e = await run.run([source, record(1, { id: 2 })]);
     expect(e.out.map((r) => [r.topic, text(r.value)])).toEqual([["out", '{ "id" : 1 }'], ["other", '{"b":1}'], ["other", '{"b":2}']]);
