@@ -241,11 +241,15 @@ export class Session {
 
   /** Exactly-once: these partitions have work in the open transaction (the first ones fix who the member is). */
   joinTransaction(partitions: Iterable<TopicPartition>): void {
-    this.open.group ??= this.consumer.groupMetadata();
     // A batch's records come in runs of one partition: each run is added once.
     let last: TopicPartition | undefined;
     for (const tp of partitions) {
       if (last && last.partition === tp.partition && last.topic === tp.topic) continue;
+      // Who the member is, taken with the first partition, not before: an empty batch (timers
+      // advancing while a rebalance is under way) took it in the old generation, and the next
+      // transaction, all of whose work was done in the new one, was refused as fenced. In a soak
+      // two members did that to each other at every rejoin: a rebalance a second for minutes.
+      this.open.group ??= this.consumer.groupMetadata();
       this.open.partitions.add(tp);
       last = tp;
     }

@@ -232,6 +232,29 @@ describe("exactly-once", () => {
     expect({ consumed, emitted, transactionsCommitted, transactionsAborted, restarts }).toEqual({ consumed: 4, emitted: 4, transactionsCommitted: 2, transactionsAborted: 1, restarts: 1 });
   });
 
+  test("an idle member whose group takes a while to rebalance commits its next transaction in the new generation: its empty batches meanwhile tie no transaction to the old one", async () => {
+    const kafka = new MemoryKafka();
+    kafka.createTopic("in", 2);
+    kafka.createTopic("out", 2);
+    kafka.createTopic(STATE_TOPIC, 2);
+    // A stateful stage: with no input the loop runs empty batches (timers advance) every 20 ms.
+    const { loop, stop } = start(kafka, planOf(windowedCount(60_000, "id"), { STREAM_EXACTLY_ONCE: "true", STREAM_CHECKPOINT_INTERVAL_MS: "50" }), { timings: { idleAdvanceMs: 20 } });
+    kafka.produce("in", [{ key: null, value: json({ id: 0, ts: 1000 }), partition: 0 }]);
+    await waitFor("the first row is committed", () => kafka.committed(GROUP)["in:0"] === 1n);
+    // A second member joins whose rebalance hook takes 300 ms: the group's new generation waits for it.
+    const other = kafka.client().consumer({
+      groupId: GROUP, clientId: "other", topics: ["in"], offsetReset: "earliest", stableOffsets: true,
+      listener: { onRebalance: () => new Promise((r) => setTimeout(r, 300)) },
+    });
+    await other.start();
+    expect(other.owned()).toEqual([{ topic: "in", partition: 1 }]);
+    kafka.produce("in", [{ key: null, value: json({ id: 1, ts: 2000 }), partition: 0 }]);
+    await waitFor("the row of the new generation is committed", () => kafka.committed(GROUP)["in:0"] === 2n, 3000);
+    expect(loop.counters.restarts).toBe(0);
+    await other.close();
+    expect(await stop()).toBe("STOPPED");
+  });
+
   test("a member the group forgot (its session expired) aborts its open transaction and does the work again as a new member", async () => {
     const kafka = new MemoryKafka();
     kafka.createTopic("in", 2);
