@@ -9,6 +9,7 @@ import { Buffer } from "node:buffer";
 import { deadline } from "../async.ts";
 import { FvError } from "../errors.ts";
 import type { GroupMetadata, TopicPartition, TopicSpec } from "./port.ts";
+import { PairMap } from "./topic-partition.ts";
 
 /**
  * Group timings of both adapters. A killed member's partitions move after the session timeout
@@ -61,9 +62,8 @@ export function settleRebalanceHook(hook: Promise<void> | void): Promise<void> {
  * owned.accept("in", 0, 41n); // → false: a rejoin rewound over it
  */
 export class OwnedPartitions {
-  #owned = new Map<string, { tp: TopicPartition; position: bigint | undefined }>();
-  /** The partition `accept` looked up last, and its entry (forgotten at every reassignment). */
-  #last: { topic: string; partition: number; entry: { tp: TopicPartition; position: bigint | undefined } } | undefined;
+  /** By partition (a PairMap finds the partition of a run of records once: see its comment). */
+  #owned = new PairMap<string, number, OwnedEntry>();
 
   /**
    * Takes a new assignment and tells what moved. A kept partition keeps its position, a newly
@@ -72,32 +72,27 @@ export class OwnedPartitions {
    * counts as kept, every partition is revoked and assigned anew.
    */
   reassign(next: Iterable<TopicPartition>, continuous = true): { assigned: TopicPartition[]; revoked: TopicPartition[]; owned: TopicPartition[] } {
-    const kept = continuous ? this.#owned : new Map<string, never>();
-    const owned = new Map<string, { tp: TopicPartition; position: bigint | undefined }>();
+    const kept = continuous ? this.#owned : new PairMap<string, number, OwnedEntry>();
+    const owned = new PairMap<string, number, OwnedEntry>();
     const assigned: TopicPartition[] = [];
     for (const { topic, partition } of next) {
-      const k = partitionKey(topic, partition);
-      if (owned.has(k)) continue;
-      const entry = kept.get(k);
-      if (entry) owned.set(k, entry);
+      if (owned.has(topic, partition)) continue;
+      const entry = kept.get(topic, partition);
+      if (entry) owned.set(topic, partition, entry);
       else {
         const tp = { topic, partition };
-        owned.set(k, { tp, position: undefined });
+        owned.set(topic, partition, { tp, position: undefined });
         assigned.push(tp);
       }
     }
-    const revoked = [...this.#owned].filter(([k]) => !owned.has(k) || !kept.has(k)).map(([, entry]) => entry.tp);
+    const revoked = this.#owned.values().filter(({ tp }) => !owned.has(tp.topic, tp.partition) || !kept.has(tp.topic, tp.partition)).map((entry) => entry.tp);
     this.#owned = owned;
-    this.#last = undefined;
     return { assigned, revoked, owned: this.list() };
   }
 
   /** Whether a record at `offset` is handed out: owned and not below the position, which moves past it. */
   accept(topic: string, partition: number, offset: bigint): boolean {
-    // Records come in runs of one partition: the last one's entry is looked up once per run.
-    const last = this.#last;
-    const entry = last && last.partition === partition && last.topic === topic ? last.entry : this.#owned.get(partitionKey(topic, partition));
-    if (entry !== last?.entry) this.#last = entry && { topic, partition, entry };
+    const entry = this.#owned.get(topic, partition);
     if (!entry || (entry.position !== undefined && offset < entry.position)) return false;
     entry.position = offset + 1n;
     return true;
@@ -105,7 +100,7 @@ export class OwnedPartitions {
 
   /** Skips records of an owned partition below `offset` (its stable committed offset, once read). */
   skipBelow(topic: string, partition: number, offset: bigint): void {
-    const entry = this.#owned.get(partitionKey(topic, partition));
+    const entry = this.#owned.get(topic, partition);
     if (entry && offset >= 0n && (entry.position ?? -1n) < offset) entry.position = offset;
   }
 
@@ -115,12 +110,17 @@ export class OwnedPartitions {
   }
 
   has(topic: string, partition: number): boolean {
-    return this.#owned.has(partitionKey(topic, partition));
+    return this.#owned.has(topic, partition);
   }
 
   list(): TopicPartition[] {
-    return [...this.#owned.values()].map((entry) => entry.tp);
+    return this.#owned.values().map((entry) => entry.tp);
   }
+}
+
+interface OwnedEntry {
+  tp: TopicPartition;
+  position: bigint | undefined;
 }
 
 /**
