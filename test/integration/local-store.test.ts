@@ -141,12 +141,19 @@ describe("standby replicas through the real broker", () => {
     const ownedBy = (run: CliRun) => (metrics(run)?.partitions ?? []).filter((p) => p.topic === input).map((p) => p.partition).sort();
     try {
       await waitFor(() => (metrics(a)?.consumed ?? 0) + (metrics(b)?.consumed ?? 0) >= half && ownedBy(a).length > 0 && ownedBy(b).length > 0, 90_000, "the first half consumed by two members");
-      // B keeps a standby copy of each of A's partitions, caught up.
-      const aOwns = ownedBy(a);
+      // B keeps a standby copy of each of A's partitions, caught up. A's partitions are read at
+      // each look, from records that agree (each member's record is up to 500 ms old: right after
+      // the rebalance, A's last one may still show every partition).
+      let aOwns: number[] = [];
       await waitFor(() => {
+        aOwns = ownedBy(a);
+        const agreed = [...aOwns, ...ownedBy(b)].sort().join() === [...Array(PARTITIONS).keys()].join();
         const standbys = metrics(b)?.standbyPartitions ?? [];
-        return aOwns.every((p) => standbys.some((s) => s.partition === p && s.lag === 0 && s.offset > 0));
-      }, 30_000, "B's standby copies of A's partitions, caught up");
+        return agreed && aOwns.every((p) => standbys.some((s) => s.partition === p && s.lag === 0 && s.offset > 0));
+      }, 30_000, "B's standby copies of A's partitions, caught up").catch((error: Error) => {
+        const seen = JSON.stringify({ aOwns, bOwns: ownedBy(b), standbys: metrics(b)?.standbyPartitions });
+        throw new Error(`${error.message}: ${seen}\nB:\n${logsOf(b, 30)}\nA:\n${logsOf(a, 15)}`);
+      });
       expect((metrics(b)!.standbyPartitions).map((s) => s.partition).sort()).toEqual(aOwns);
       expect(metrics(b)!.standbyPartitions.every((s) => s.topic === `fv-state-${name}` && s.stage === 1)).toBe(true);
       const restoredBefore = metrics(b)!.restoredRecords;
