@@ -146,6 +146,7 @@ export class Session {
           identityOf: (stage, partition) => this.tasks.storeIdentity(stage, partition),
           intervalMs: STANDBY_INTERVAL_MS,
           log,
+          onFailure: (error) => void (this.backgroundError ??= error),
         });
         this.standbys.start();
       } else {

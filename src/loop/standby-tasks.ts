@@ -27,6 +27,8 @@ export interface StandbyOptions {
   /** How often the standby stores read their changelog's tail. */
   intervalMs: number;
   log: Logger;
+  /** A store that cannot be written (STATE_STORE_FAILED): the session fails with it. */
+  onFailure?: (error: FvError) => void;
 }
 
 /** A standby copy as the build record shows it. */
@@ -78,7 +80,7 @@ export class StandbyTasks {
 
   start(): void {
     if (this.#timer || this.#stages.length === 0) return;
-    this.#timer = setInterval(() => void this.#tick(), this.#options.intervalMs);
+    this.#timer = setInterval(() => void this.tick(), this.#options.intervalMs);
     (this.#timer as { unref?: () => void }).unref?.();
   }
 
@@ -139,10 +141,12 @@ export class StandbyTasks {
     this.#standbys.clear();
   }
 
-  #tick(): Promise<void> {
+  /** One round (the timer's): look the group up when due, then read each copy's changelog tail. Never rejects. */
+  tick(): Promise<void> {
     if (this.#running || this.#closed) return this.#running ?? Promise.resolve();
     this.#running = this.#run().catch((error) => {
-      if (error instanceof FvError && error.code === "STATE_STORE_FAILED") throw error;
+      // Reported to the session, not rethrown: nothing awaits a tick started by the timer.
+      if (error instanceof FvError && error.code === "STATE_STORE_FAILED") return void this.#options.onFailure?.(error);
       if (!this.#warned) this.#options.log("warn", `standby replicas: ${(error as Error).message} (trying again)`);
       this.#warned = true;
     }).finally(() => (this.#running = undefined));
