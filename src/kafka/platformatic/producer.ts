@@ -25,42 +25,43 @@ import { useLeanProduce } from "./produce-encoder.ts";
 const MAX_SEND_BYTES = 512 * 1024;
 
 export function chunkBySize<T extends { topic: string; partition?: number; key?: Buffer | string; value?: Buffer | string }>(messages: T[]): T[][] {
-  const changelog = messages.every((m) => m.partition !== undefined);
-  // A changelog: its explicit-partition groups together, in the order each first appears.
-  const groups: T[][] = [];
-  const byPartition = new Map<string, T[]>();
-  for (const m of messages) {
-    if (m.partition === undefined || !changelog) {
-      groups.push([m]);
-      continue;
-    }
-    const k = `${m.topic}\u0000${m.partition}`;
-    let group = byPartition.get(k);
-    if (!group) {
-      group = [];
-      byPartition.set(k, group);
-      groups.push(group);
-    }
-    group.push(m);
-  }
   const chunks: T[][] = [];
   let current: T[] = [];
   let bytes = 0;
-  for (const group of groups) {
-    const size = group.reduce((sum, m) => sum + bytesOf(m.key) + bytesOf(m.value) + 64, 0);
+  const add = (size: number) => {
     if (current.length && bytes + size > MAX_SEND_BYTES) {
       chunks.push(current);
       current = [];
       bytes = 0;
     }
-    // One by one: a spread of a partition's group (100k+ records of a window closing) overflows Node's stack.
-    for (const m of group) current.push(m);
     bytes += size;
+  };
+  if (!messages.every((m) => m.partition !== undefined)) {
+    // Keyed (or mixed): in order, one record at a time.
+    for (const m of messages) {
+      add(sizeOf(m));
+      current.push(m);
+    }
+  } else {
+    // A changelog: its explicit-partition groups together, in the order each first appears.
+    const byPartition = new Map<string, T[]>();
+    for (const m of messages) {
+      const k = `${m.topic}\u0000${m.partition}`;
+      const group = byPartition.get(k);
+      if (group) group.push(m);
+      else byPartition.set(k, [m]);
+    }
+    for (const group of byPartition.values()) {
+      add(group.reduce((sum, m) => sum + sizeOf(m), 0));
+      // One by one: a spread of a partition's group (100k+ records of a window closing) overflows Node's stack.
+      for (const m of group) current.push(m);
+    }
   }
   if (current.length) chunks.push(current);
   return chunks;
 }
 
+const sizeOf = (m: { key?: Buffer | string; value?: Buffer | string }): number => bytesOf(m.key) + bytesOf(m.value) + 64;
 const bytesOf = (data: Buffer | string | undefined): number => (data === undefined ? 0 : typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.length);
 
 /**
