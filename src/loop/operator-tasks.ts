@@ -13,7 +13,7 @@ import { HeardWatermarks, type HopSource } from "./repartition.ts";
 import { keyText } from "./record-codec.ts";
 
 /** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
-interface Task {
+export interface Task {
   stage: CompiledStage;
   partition: number;
   op: Operator;
@@ -246,6 +246,11 @@ export class OperatorTasks {
   /** Whether the task of (stage, partition) is restored and ready. */
   has(stage: CompiledStage, partition: number): boolean {
     return this.#tasks.has(stage.index, partition);
+  }
+
+  /** The task of (stage, partition) when it is restored and ready (the common case: no await per row). */
+  ready(stage: CompiledStage, partition: number): Task | undefined {
+    return this.#tasks.get(stage.index, partition);
   }
 
   /** The task of (stage, partition), restored from the state topic on first use. */

@@ -14,7 +14,7 @@ import type { Metrics } from "../metrics/index.ts";
 import { eventTimeOf } from "../ops/index.ts";
 import type { LoopCounters } from "./counters.ts";
 import type { Logger } from "../logger.ts";
-import type { OperatorTasks } from "./operator-tasks.ts";
+import type { OperatorTasks, Task } from "./operator-tasks.ts";
 import type { LoopPlan } from "./plan.ts";
 import { appendable, appendColumns, decodeRow } from "./record-codec.ts";
 import { deadLetterRecord } from "./record-collector.ts";
@@ -203,7 +203,10 @@ export class StageRunner {
           e.repartitioned++;
           ctx.upstream!.note(route.stage.index, record, time);
         } else if (route.stage.operator) {
-          await this.#operator(e, route, record, row, ctx.tasks!, revoked);
+          // A task already restored takes the row at once; only a first row waits for its restore.
+          const task = ctx.tasks!.ready(route.stage, record.partition);
+          if (task) this.#operatorRow(e, route, record, row, ctx.tasks!, task);
+          else await this.#operator(e, route, record, row, ctx.tasks!, revoked);
         } else if (route.stage.compute) {
           toCompute ??= new Map();
           const waiting = toCompute.get(route) ?? [];
@@ -245,7 +248,13 @@ export class StageRunner {
     const task = await tasks.task(route.stage, record.partition);
     // Revoked while its state was being restored: the task is not kept, and the row is not this member's to process.
     if (revoked.has(record)) return;
-    const inputIndex = route.fromHop ? hopInputOf(record) : route.inputIndex;
+    this.#operatorRow(e, route, record, row, tasks, task);
+  }
+
+  /** One row into its operator's task, ready. */
+  #operatorRow(e: Emissions, route: Route, record: InboundRecord, row: Row, tasks: OperatorTasks, task: Task): void {
+    // Only a join's hop records name their input (hopRecord).
+    const inputIndex = route.fromHop ? (route.stage.def.inputs.length > 1 ? hopInputOf(record) : 0) : route.inputIndex;
     const source = route.fromHop ? hopSource(record) : undefined;
     let result;
     try {
