@@ -11,18 +11,16 @@
 const encoder = new TextEncoder();
 let scratch = new Uint8Array(256);
 
-/** A key's UTF-8 bytes: a string is encoded into a scratch buffer (valid until the next call), bytes are themselves. */
-function keyBytes(key: Uint8Array | string): Uint8Array {
-  if (typeof key !== "string") return key;
-  if (key.length * 3 > scratch.length) scratch = new Uint8Array(key.length * 3);
-  return scratch.subarray(0, encoder.encodeInto(key, scratch).written);
-}
-
 /** The Java client's `Utils.murmur2` of the key's bytes (a string's UTF-8), in 32-bit integer arithmetic (no BigInt). */
 export function murmur2(key: Uint8Array | string): number {
-  const data = keyBytes(key);
+  if (typeof key !== "string") return murmur2Bytes(key, key.length);
+  // A string is encoded into a scratch buffer (no view of it made: one per record showed in profiles).
+  if (key.length * 3 > scratch.length) scratch = new Uint8Array(key.length * 3);
+  return murmur2Bytes(scratch, encoder.encodeInto(key, scratch).written);
+}
+
+function murmur2Bytes(data: Uint8Array, length: number): number {
   const m = 0x5bd1e995;
-  const length = data.length;
   let h = 0x9747b28c ^ length;
   const whole = length & ~3;
   for (let i = 0; i < whole; i += 4) {
