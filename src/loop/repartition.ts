@@ -80,11 +80,37 @@ export function hopInputOf(record: InboundRecord): number {
   return Number(headerText(record, HOP_INPUT_HEADER) ?? 0);
 }
 
+/** The last upstream partition a hop row named, as bytes and text: rows come in runs of one. */
+let lastSource: { bytes: Uint8Array; text: string } | undefined;
+
+function sourceText(bytes: Uint8Array): string {
+  const last = lastSource;
+  if (last && last.bytes.length === bytes.length && last.bytes.every((b, i) => b === bytes[i])) return last.text;
+  const text = textDecoder.decode(bytes);
+  lastSource = { bytes: new Uint8Array(bytes), text };
+  return text;
+}
+
+/** A decimal offset's digits, as a bigint (a number first when it is short enough to be exact). */
+function offsetOf(bytes: Uint8Array): bigint {
+  if (bytes.length > 15) return BigInt(textDecoder.decode(bytes));
+  let n = 0;
+  for (const b of bytes) {
+    if (b < 48 || b > 57) return BigInt(textDecoder.decode(bytes));
+    n = n * 10 + (b - 48);
+  }
+  return BigInt(n);
+}
+
 /** Downstream side: the upstream partition and offset a row of the hop came from. */
 export function hopSource(record: InboundRecord): HopSource | undefined {
-  const key = headerText(record, HOP_SOURCE_HEADER);
-  const offset = headerText(record, HOP_OFFSET_HEADER);
-  return key !== undefined && offset !== undefined ? { key, offset: BigInt(offset) } : undefined;
+  let key: string | undefined;
+  let offset: bigint | undefined;
+  for (const [name, value] of record.headers) {
+    if (key === undefined && name === HOP_SOURCE_HEADER) key = sourceText(value);
+    else if (offset === undefined && name === HOP_OFFSET_HEADER) offset = offsetOf(value);
+  }
+  return key !== undefined && offset !== undefined ? { key, offset } : undefined;
 }
 
 /** A stage with a hop, as the upstream side sees it. */

@@ -42,6 +42,12 @@ describe("hop records", () => {
     expect(hopRecord(hop, { sym: "A" }, source(0, 0), { index: 0, join: false }).headers!.map(([k]) => k)).toEqual(["fv.source", "fv.offset"]);
   });
 
+  test("rows of several upstream partitions in turn each read back their own source, offsets past 2^53 exact", () => {
+    const froms: Array<[number, bigint]> = [[2, 41n], [2, 42n], [10, 7n], [2, 43n], [1, 2n ** 60n + 1n], [1, 0n], [12, 9_007_199_254_740_993n]];
+    const read = froms.map(([p, o]) => hopSource(readBack(hopRecord(hop, { sym: "A" }, { ...source(p, 0), offset: o }, { index: 0, join: false }))));
+    expect(read).toEqual(froms.map(([p, o]) => ({ key: `trades:${p}`, offset: o })));
+  });
+
   test("a record without the source headers has no source", () => {
     expect(hopSource(source(0, 0))).toBeUndefined();
   });

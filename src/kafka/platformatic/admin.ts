@@ -9,7 +9,7 @@ import { parseUserData } from "./assigner.ts";
 import { byTopic, createMissingTopics, partitionsOf } from "../shared.ts";
 import { STABLE_OFFSETS_WAIT_MS } from "./consumer.ts";
 import { classify, topicAlreadyExists, unstableOffsetCommit } from "./errors.ts";
-import { READ_COMMITTED } from "./records.ts";
+import { headerName, READ_COMMITTED } from "./records.ts";
 
 /** A state restore read without progress for this long gives up (retryable: the restore reads again). */
 const READ_STALL_MS = 10_000;
@@ -108,7 +108,7 @@ export class PlatformaticAdmin implements Admin {
                 timestamp: batch.firstTimestamp + record.timestampDelta,
                 key: record.key ?? null,
                 value: record.value ?? null,
-                headers: record.headers.map(([k, v]) => [k?.toString() ?? "", v ?? EMPTY]),
+                headers: record.headers.map(([k, v]) => [headerName(k), v ?? EMPTY]),
               });
             }
           }
