@@ -340,9 +340,11 @@ export class ConsumerLoop {
     const lag = { knownBehind: (tp: TopicPartition) => watchdog.knownBehind(session, tp), caughtUp: (tp: TopicPartition) => watchdog.caughtUp(session, tp) };
     const out = session.upstream.announce(now, watchdog.quietMs(now), session.consumer.owned(), lag, changedNow);
     if (!out.length) return;
-    // After the rows they cover: the batch send in flight (at-least-once) is acknowledged first.
-    await session.settleSends();
-    await session.emit(out);
+    // After the rows they cover: exactly-once queues them behind those rows' sends. At-least-once
+    // sends them once the batch send in flight is acknowledged, and goes on without waiting for
+    // their own acknowledgement (a checkpoint waits for it before it takes offsets they cover).
+    if (session.tx) await session.emit(out);
+    else await session.emitInBackground(out, new PartitionSet(), () => {});
   }
 
   /** The poll loop of a session, until stopped or idle; a failure throws. */
