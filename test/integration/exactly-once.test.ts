@@ -31,6 +31,29 @@ function tally(out: InboundRecord[], expected: number[]) {
   return { missing, duplicates, unexpected };
 }
 
+/** Where the copies of duplicated ids are in the output: per output partition, offset ranges of the second copies, and a few examples. */
+function duplicateReport(out: InboundRecord[]): string {
+  const copies = new Map<number, InboundRecord[]>();
+  for (const r of out) {
+    const id = json(r).id as number;
+    copies.set(id, [...(copies.get(id) ?? []), r]);
+  }
+  const dups = [...copies].filter(([, rs]) => rs.length > 1);
+  const ranges = new Map<number, { first: bigint; last: bigint; n: number; firstCopyFrom: bigint; firstCopyTo: bigint }>();
+  for (const [, rs] of dups) {
+    const [first, second] = rs as [InboundRecord, InboundRecord];
+    const r = ranges.get(second.partition) ?? { first: second.offset, last: second.offset, n: 0, firstCopyFrom: first.offset, firstCopyTo: first.offset };
+    r.n++;
+    if (second.offset < r.first) r.first = second.offset;
+    if (second.offset > r.last) r.last = second.offset;
+    if (first.offset < r.firstCopyFrom) r.firstCopyFrom = first.offset;
+    if (first.offset > r.firstCopyTo) r.firstCopyTo = first.offset;
+    ranges.set(second.partition, r);
+  }
+  const examples = dups.slice(0, 5).map(([id, rs]) => `${id}: ${rs.map((r) => `${r.partition}@${r.offset}`).join(", ")}`);
+  return `${dups.length} ids duplicated; by output partition of the second copy: ${[...ranges].map(([p, r]) => `${p}: ${r.n} second copies at ${r.first}..${r.last}, first copies at ${r.firstCopyFrom}..${r.firstCopyTo}`).join("; ")}; e.g. ${examples.join(" | ")}`;
+}
+
 /** Two exactly-once instances of the stateless pipeline over 150,000 rows (`<prefix>-a`, `<prefix>-b`), started. */
 async function twoInstances(prefix: string) {
   const name = uniqueName(prefix);
@@ -417,8 +440,10 @@ describe("exactly-once", () => {
       await new Promise((r) => setTimeout(r, 2000));
       started.child.kill("SIGTERM");
       expect(await started.exited).toBe(0);
-      const result = tally(await collector.stop(), expected);
+      const out = await collector.stop();
+      const result = tally(out, expected);
       console.log(`broker restart: restarts=${lastRecord(started.records)?.metrics?.restarts}, duplicates=${result.duplicates}`);
+      if (result.duplicates > 0 || (lastRecord(started.records)?.metrics?.restarts ?? 0) > 0) console.log(`=== duplicates: ${duplicateReport(out)}\n=== the run\n${logsOf(started)}\n${JSON.stringify(lastRecord(started.records)?.metrics)}`);
       expect(result.missing).toEqual([]);
       expect(result.duplicates).toBe(0);
     } finally {
