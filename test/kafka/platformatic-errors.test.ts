@@ -21,6 +21,16 @@ describe("the platformatic adapter sorts library errors by their properties", ()
     expect(sorted.message).toBe("fetching failed: fetch failed 4 times. (Connection closed)");
   });
 
+  // After a broker restart its Metadata answers may still say UNKNOWN_TOPIC_OR_PARTITION for the
+  // input, which the library turns into a UserError of its own; a soak process's loop failed for
+  // good on it while joining the group ("joining group … failed: Unknown topic …").
+  test("the library's 'Unknown topic' (a broker still loading after a restart) is retryable; other misuse stays fatal", () => {
+    expect(classify(new UserError("Unknown topic orders-in."), "joining group g").code).toBe("KAFKA_RETRYABLE");
+    expect(classify(new MultipleErrors("Producing messages failed.", [new UserError("Unknown topic out.")]), "producing").code).toBe("KAFKA_RETRYABLE");
+    expect(classify(new UserError("Cannot commit an already completed transaction."), "x").code).toBe("KAFKA_FATAL");
+    expect(classify(new UserError("Unknown topics given"), "x").code).toBe("KAFKA_FATAL");
+  });
+
   test("a timeout or a network error nested anywhere is retryable", () => {
     expect(classify(new MultipleErrors("metadata failed 2 times.", [new TimeoutError("Request timed out.")]), "x").code).toBe("KAFKA_RETRYABLE");
     expect(classify(new NetworkError("Connection refused"), "x").code).toBe("KAFKA_RETRYABLE");
