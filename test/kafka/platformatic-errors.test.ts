@@ -9,6 +9,9 @@ import type { FvError } from "../../src/errors.ts";
 import { classify, retryDelay, topicAlreadyExists, unstableOffsetCommit } from "../../src/kafka/platformatic/errors.ts";
 import { partitionOfKey } from "../../src/kafka/murmur2.ts";
 import { checkWritten } from "../../src/kafka/platformatic/producer.ts";
+import { PlatformaticTransactionalProducer } from "../../src/kafka/platformatic/transactions.ts";
+import { GroupMembers } from "../../src/kafka/shared.ts";
+import type { Consumer as PltConsumer } from "@platformatic/kafka";
 
 describe("the platformatic adapter sorts library errors by their properties", () => {
   // A broker restart of ~20 s: the library retries a fetch 3 times, 1 s apart, then gives up with
@@ -110,4 +113,20 @@ describe("a send the library acknowledged must have written to every partition i
     expect((thrown as FvError).code).toBe("KAFKA_RETRYABLE");
     expect((thrown as FvError).message).toContain(`wrote nothing to out[${partitionOf(other)}]`);
   });
+});
+
+// After a broker restart the library's consumer forgets its coordinator (null); the TxnOffsetCommit
+// of the transaction then went to node -1 and the library retried it without end: the loop waited
+// out the checkpoint deadline (10 s) and the abort's wait for requests in flight (60 s).
+test("offsets into a transaction while the consumer knows no coordinator fail at once, retryable, with nothing sent", async () => {
+  const members = new GroupMembers<PltConsumer>("platformatic");
+  const consumer = { groupId: "g", coordinatorId: null } as unknown as PltConsumer;
+  const group = members.issue({ groupId: "g", generationId: 3, memberId: "m" }, consumer);
+  // No broker on this port: anything sent would fail differently, and only after retries.
+  const producer = new PlatformaticTransactionalProducer(["127.0.0.1:1"], "t", "fv-t-0", members);
+  // (Before, it began the transaction first: FindCoordinator on a port with no broker, retried without end.)
+  const error = await producer.sendOffsets(group, [{ topic: "in", partition: 0, offset: 5n }]).then(() => undefined, (e: FvError) => e);
+  expect({ code: error?.code, message: error?.message }).toEqual({ code: "KAFKA_RETRYABLE", message: "the consumer of group g does not know its coordinator now (a broker restart?): the transaction is aborted and the member rejoins" });
+  expect(producer.inTransaction).toBe(false);
+  await producer.close();
 });

@@ -95,6 +95,13 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   async sendOffsets(group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
     const consumer = this.#members.memberOf(group, "adding offsets to a transaction");
+    // The library sends each TxnOffsetCommit to this node and retries without end while it is
+    // not in the cluster metadata. A consumer that lost its coordinator (the broker restarted)
+    // has none: the loop waited out the checkpoint deadline, then the abort its full wait.
+    const coordinatorId = consumer.coordinatorId;
+    if (coordinatorId === undefined || coordinatorId === null || coordinatorId < 0) {
+      throw new FvError("KAFKA_RETRYABLE", `the consumer of group ${group.groupId} does not know its coordinator now (a broker restart?): the transaction is aborted and the member rejoins`);
+    }
     const tx = await this.#begin();
     this.#state.wrote();
     try {
@@ -103,7 +110,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
         this.#offsetsAdded = true;
       }
       // The member as it was when this work was read: the broker refuses it if the group moved on.
-      const metadata = { consumer: { ...group, coordinatorId: consumer.coordinatorId ?? -1 } };
+      const metadata = { consumer: { ...group, coordinatorId } };
       for (const o of offsets) {
         this.#stillOpen(tx, "adding offsets to a transaction");
         // The library commits message.offset + 1, so hand it the last processed offset.
