@@ -173,6 +173,8 @@ export function ownBroker(port: number) {
   const brokers = `127.0.0.1:${port}`;
   return {
     brokers,
+    /** The broker's home (its data under it): copied aside by a test that wants to read its logs (kafka-dump-log). */
+    home: env.FV_KAFKA_HOME,
     client: platformaticClient([brokers]),
     start: () => (kafka("reset"), kafka("up")),
     down: () => kafka("down"),

@@ -4,6 +4,9 @@
  * test runs the same way and may report duplicates, but must lose nothing.
  */
 import { describe, expect, test } from "bun:test";
+import { cpSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { InboundRecord, OutboundRecord } from "../../src/kafka/port.ts";
 import { type CliRun, lastRecord, logsOf, runCli, startCli, waitFor } from "../helpers/cli.ts";
 import { client, collect, createTopic, json, ownBroker, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
@@ -443,7 +446,12 @@ describe("exactly-once", () => {
       const out = await collector.stop();
       const result = tally(out, expected);
       console.log(`broker restart: restarts=${lastRecord(started.records)?.metrics?.restarts}, duplicates=${result.duplicates}`);
-      if (result.duplicates > 0 || (lastRecord(started.records)?.metrics?.restarts ?? 0) > 0) console.log(`=== duplicates: ${duplicateReport(out)}\n=== the run\n${logsOf(started)}\n${JSON.stringify(lastRecord(started.records)?.metrics)}`);
+      if (result.duplicates > 0) {
+        // The broker's files (its __transaction_state and partitions, for kafka-dump-log) outlive the test.
+        const kept = join(tmpdir(), `fv-broker-restart-duplicates-${Date.now()}`);
+        cpSync(broker.home, kept, { recursive: true });
+        console.log(`=== duplicates: ${duplicateReport(out)}\n=== the broker's files: ${kept}\n=== the run\n${logsOf(started)}\n${JSON.stringify(lastRecord(started.records)?.metrics)}`);
+      }
       expect(result.missing).toEqual([]);
       expect(result.duplicates).toBe(0);
     } finally {
