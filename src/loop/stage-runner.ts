@@ -204,9 +204,11 @@ export class StageRunner {
           ctx.upstream!.note(route.stage.index, record, time);
         } else if (route.stage.operator) {
           // A task already restored takes the row at once; only a first row waits for its restore.
+          // Revoked since the check above (while an earlier route of this record waited for a
+          // restore): not this member's to process, as after the wait in #operator.
           const task = ctx.tasks!.ready(route.stage, record.partition);
-          if (task) this.#operatorRow(e, route, record, row, ctx.tasks!, task);
-          else await this.#operator(e, route, record, row, ctx.tasks!, revoked);
+          if (!task) await this.#operator(e, route, record, row, ctx.tasks!, revoked);
+          else if (!(revoked.size && revoked.has(record))) this.#operatorRow(e, route, record, row, ctx.tasks!, task);
         } else if (route.stage.compute) {
           toCompute ??= new Map();
           const waiting = toCompute.get(route) ?? [];

@@ -146,7 +146,11 @@ export class StandbyTasks {
     if (this.#running || this.#closed) return this.#running ?? Promise.resolve();
     this.#running = this.#run().catch((error) => {
       // Reported to the session, not rethrown: nothing awaits a tick started by the timer.
-      if (error instanceof FvError && error.code === "STATE_STORE_FAILED") return void this.#options.onFailure?.(error);
+      if (error instanceof FvError && error.code === "STATE_STORE_FAILED") {
+        if (this.#options.onFailure) this.#options.onFailure(error);
+        else this.#options.log("error", `standby replicas: ${error.message}`);
+        return;
+      }
       if (!this.#warned) this.#options.log("warn", `standby replicas: ${(error as Error).message} (trying again)`);
       this.#warned = true;
     }).finally(() => (this.#running = undefined));

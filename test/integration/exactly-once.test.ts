@@ -448,8 +448,12 @@ describe("exactly-once", () => {
       console.log(`broker restart: restarts=${lastRecord(started.records)?.metrics?.restarts}, duplicates=${result.duplicates}`);
       if (result.duplicates > 0) {
         // The broker's files (its __transaction_state and partitions, for kafka-dump-log) outlive the test.
-        const kept = join(tmpdir(), `fv-broker-restart-duplicates-${Date.now()}`);
-        cpSync(broker.home, kept, { recursive: true });
+        let kept = join(tmpdir(), `fv-broker-restart-duplicates-${Date.now()}`);
+        try {
+          cpSync(broker.home, kept, { recursive: true });
+        } catch (error) {
+          kept = `not kept (${(error as Error).message})`;
+        }
         console.log(`=== duplicates: ${duplicateReport(out)}\n=== the broker's files: ${kept}\n=== the run\n${logsOf(started)}\n${JSON.stringify(lastRecord(started.records)?.metrics)}`);
       }
       expect(result.missing).toEqual([]);

@@ -21,7 +21,7 @@ import {
   settleRebalanceHook,
 } from "../shared.ts";
 import { coPartitionedAssigner, memberUserData } from "./assigner.ts";
-import { classify, unstableOffsetCommit } from "./errors.ts";
+import { classify, unknownTopic, unstableOffsetCommit } from "./errors.ts";
 import { type FetchedRecords, type FetchRequestTopic, type LibraryMessage, READ_COMMITTED, takeFetchedRecords, toInbound } from "./records.ts";
 
 /**
@@ -191,7 +191,9 @@ export class PlatformaticConsumer implements GroupConsumer {
         highWaterMark: 1024,
       });
     } catch (error) {
-      throw classify(error, `joining group ${this.#options.groupId}`);
+      const sorted = classify(error, `joining group ${this.#options.groupId}`);
+      // An input the broker does not know yet (it restarted): join again (see unknownTopic).
+      throw unknownTopic(error) ? new FvError("KAFKA_RETRYABLE", sorted.message, { cause: error }) : sorted;
     }
     // Flowing mode with pause/resume for backpressure: the path the library's fetch loop
     // restarts reliably (pull mode with read() stalled after rebalances here).

@@ -26,7 +26,7 @@ export function classify(error: unknown, what: string): FvError {
   const fenced = has("needsRejoin", true) || has("fencedInstanceId", true) || FENCED_API_IDS.some((id) => has("apiId", id));
   const transient = has("code", "PLT_KFK_NETWORK") || has("code", "PLT_KFK_TIMEOUT") || ABORTABLE_API_IDS.some((id) => has("apiId", id));
   const retriedOut = has("code", "PLT_KFK_MULTIPLE") && !has("canRetry", false);
-  const code = fenced ? "KAFKA_FENCED" : transient || retriedOut || has("canRetry", true) || unknownTopic(error) ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
+  const code = fenced ? "KAFKA_FENCED" : transient || retriedOut || has("canRetry", true) ? "KAFKA_RETRYABLE" : "KAFKA_FATAL";
   // deno-lint-ignore no-explicit-any
   const nested = (error as any)?.errors as unknown[] | undefined;
   const detail = Array.isArray(nested) && nested.length ? ` (${[...new Set(nested.map((e) => (e as Error)?.message ?? String(e)))].slice(0, 3).join("; ")})` : "";
@@ -51,12 +51,13 @@ export function classify(error: unknown, what: string): FvError {
 /**
  * The library's "Unknown topic <name>." (a UserError it makes of the broker's
  * UNKNOWN_TOPIC_OR_PARTITION in a Metadata answer, dropping the broker's code, so this is the one
- * error told by its text). Retryable: run-stream.ts checks at start that the input topics exist
- * and creates the outputs, so a topic unknown later is a broker that restarted and has not loaded
- * its metadata yet (a soak process failed for good on it, while joining the group). A topic
- * deleted while the stream runs ends it after the loop's consecutive restarts.
+ * error told by its text). Joining the group, it is retryable (consumer.ts): run-stream.ts checks
+ * at start that the inputs exist, so an input unknown at a rejoin is a broker that restarted and
+ * has not loaded its metadata yet (a loop failed for good on it). A join counts towards the loop's
+ * consecutive restarts, so an input deleted while the stream runs still ends it. Elsewhere (a
+ * send to a deleted output) it stays fatal: a session that processed batches resets that count.
  */
-function unknownTopic(error: unknown): boolean {
+export function unknownTopic(error: unknown): boolean {
   const user = findErrorBy(error as Error, "code", "PLT_KFK_USER");
   return user !== null && /^Unknown topic .*\.$/.test(user.message);
 }
