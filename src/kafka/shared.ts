@@ -39,6 +39,45 @@ export function toBuffer(data: Uint8Array | string | null | undefined): Buffer |
   return Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
 }
 
+const textsDecoder = new TextDecoder();
+
+/** Whether two byte strings are equal. */
+function same(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * UTF-8 bytes as text, for values that recur on record after record (header names, a hop row's
+ * source partition): each distinct one is decoded once and found again by its bytes (up to
+ * `limit` kept, each as a copy of its bytes, not a view: a view would keep a whole fetch response
+ * alive).
+ */
+export class DecodedTexts {
+  readonly #known: Array<{ bytes: Uint8Array; text: string }> = [];
+  #last: { bytes: Uint8Array; text: string } | undefined;
+  readonly #limit: number;
+
+  constructor(limit = 32) {
+    this.#limit = limit;
+  }
+
+  text(bytes: Uint8Array | null | undefined): string {
+    if (!bytes) return "";
+    // Records come in runs (of one partition, with the same headers): the last one found first.
+    if (this.#last && same(this.#last.bytes, bytes)) return this.#last.text;
+    for (const known of this.#known) {
+      if (!same(known.bytes, bytes)) continue;
+      this.#last = known;
+      return known.text;
+    }
+    const text = textsDecoder.decode(bytes);
+    if (this.#known.length < this.#limit) this.#known.push((this.#last = { bytes: new Uint8Array(bytes), text }));
+    return text;
+  }
+}
+
 /**
  * Runs the loop's rebalance hook, bounded by REBALANCE_HOOK_MS so that a stuck commit cannot hold
  * the group past its rebalance timeout. Never rejects: a failed hook lets the member go on.

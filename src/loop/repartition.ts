@@ -11,6 +11,7 @@
 import { rowKeyText } from "../topology/keying.ts";
 import type { Row } from "../expr/index.ts";
 import type { InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
+import { DecodedTexts } from "../kafka/shared.ts";
 import { PairMap, PartitionMap, partitionText } from "../kafka/topic-partition.ts";
 
 /** Header of a repartition record: which stage input (0 = left, 1 = right) the row came from. */
@@ -80,16 +81,8 @@ export function hopInputOf(record: InboundRecord): number {
   return Number(headerText(record, HOP_INPUT_HEADER) ?? 0);
 }
 
-/** The last upstream partition a hop row named, as bytes and text: rows come in runs of one. */
-let lastSource: { bytes: Uint8Array; text: string } | undefined;
-
-function sourceText(bytes: Uint8Array): string {
-  const last = lastSource;
-  if (last && last.bytes.length === bytes.length && last.bytes.every((b, i) => b === bytes[i])) return last.text;
-  const text = textDecoder.decode(bytes);
-  lastSource = { bytes: new Uint8Array(bytes), text };
-  return text;
-}
+/** The upstream partitions hop rows name ("topic:partition"): the same few on every row. */
+const sources = new DecodedTexts(256);
 
 /** A decimal offset's digits, as a bigint (a number first when it is short enough to be exact). */
 function offsetOf(bytes: Uint8Array): bigint {
@@ -107,7 +100,7 @@ export function hopSource(record: InboundRecord): HopSource | undefined {
   let key: string | undefined;
   let offset: bigint | undefined;
   for (const [name, value] of record.headers) {
-    if (key === undefined && name === HOP_SOURCE_HEADER) key = sourceText(value);
+    if (key === undefined && name === HOP_SOURCE_HEADER) key = sources.text(value);
     else if (offset === undefined && name === HOP_OFFSET_HEADER) offset = offsetOf(value);
   }
   return key !== undefined && offset !== undefined ? { key, offset } : undefined;

@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import type { LeanBatch, LeanRecord } from "../../src/kafka/platformatic/fetch-parser.ts";
-import { type FetchedRecords, HeaderNames, headerName, takeFetchedRecords } from "../../src/kafka/platformatic/records.ts";
+import { type FetchedRecords, headerName, takeFetchedRecords } from "../../src/kafka/platformatic/records.ts";
+import { DecodedTexts } from "../../src/kafka/shared.ts";
 import type { InboundRecord } from "../../src/kafka/port.ts";
 
 const record = (offsetDelta: number, value: string, headers: LeanRecord["headers"] = []): LeanRecord => ({
@@ -80,22 +81,22 @@ describe("takeFetchedRecords", () => {
   });
 });
 
-describe("HeaderNames", () => {
+describe("DecodedTexts", () => {
   const bytes = (s: string) => Buffer.from(s);
   test("decodes each name, same-length names told apart by their bytes, multi-byte ones included, past the ones it keeps", () => {
-    const names = new HeaderNames(4);
+    const names = new DecodedTexts(4);
     const all = ["fv.source", "fv.offset", "fv.sourcf", "", "ü-name", "😀", ...Array.from({ length: 10 }, (_, i) => `h${i}`)];
-    for (let round = 0; round < 2; round++) expect(all.map((n) => names.name(bytes(n)))).toEqual(all);
-    expect(names.name(null)).toBe("");
+    for (let round = 0; round < 2; round++) expect(all.map((n) => names.text(bytes(n)))).toEqual(all);
+    expect(names.text(null)).toBe("");
     expect(headerName(bytes("fv.source"))).toBe("fv.source");
   });
 
   test("keeps a copy of a name's bytes, not a view: the buffer it came from may be reused", () => {
-    const names = new HeaderNames(4);
+    const names = new DecodedTexts(4);
     const buffer = bytes("x-reused-name");
-    expect(names.name(buffer)).toBe("x-reused-name");
+    expect(names.text(buffer)).toBe("x-reused-name");
     buffer.write("y");
-    expect(names.name(buffer)).toBe("y-reused-name");
-    expect(names.name(bytes("x-reused-name"))).toBe("x-reused-name");
+    expect(names.text(buffer)).toBe("y-reused-name");
+    expect(names.text(bytes("x-reused-name"))).toBe("x-reused-name");
   });
 });

@@ -4,46 +4,16 @@ import type { Message, Producer } from "@platformatic/kafka";
 import { murmur2 } from "../murmur2.ts";
 import type { InboundRecord, OutboundRecord } from "../port.ts";
 import type { LeanBatch } from "./fetch-parser.ts";
-import { toBuffer } from "../shared.ts";
+import { DecodedTexts, toBuffer } from "../shared.ts";
 
 /** The 1 of the Kafka protocol's isolation level: read_committed. */
 export const READ_COMMITTED = 1;
 
 export type LibraryMessage = Message<Buffer, Buffer, Buffer, Buffer>;
 
-const nameDecoder = new TextDecoder();
-
-/**
- * Header names as text. The same few names come on every record (a hop's rows carry two), so each
- * distinct one is decoded once and found again by its bytes (up to `limit` kept, each as a copy of
- * its bytes, not a view: a view would keep a whole fetch response alive).
- */
-export class HeaderNames {
-  readonly #known: Array<{ bytes: Uint8Array; text: string }> = [];
-  readonly #limit: number;
-
-  constructor(limit = 32) {
-    this.#limit = limit;
-  }
-
-  name(bytes: Uint8Array | null | undefined): string {
-    if (!bytes) return "";
-    const n = bytes.length;
-    search: for (const known of this.#known) {
-      const b = known.bytes;
-      if (b.length !== n) continue;
-      for (let i = 0; i < n; i++) if (b[i] !== bytes[i]) continue search;
-      return known.text;
-    }
-    const text = nameDecoder.decode(bytes);
-    if (this.#known.length < this.#limit) this.#known.push({ bytes: new Uint8Array(bytes), text });
-    return text;
-  }
-}
-
-const headerNames = new HeaderNames();
-/** A header's name as text (HeaderNames, shared by this thread's consumers). */
-export const headerName = (bytes: Uint8Array | null | undefined): string => headerNames.name(bytes);
+/** Header names come on every record, the same few of them: each is decoded once (DecodedTexts, shared by this thread's consumers). */
+const headerNames = new DecodedTexts();
+export const headerName = (bytes: Uint8Array | null | undefined): string => headerNames.text(bytes);
 
 export function toInbound(message: LibraryMessage): InboundRecord {
   const headers: Array<[string, Uint8Array]> = [];
