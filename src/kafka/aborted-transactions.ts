@@ -15,6 +15,7 @@
  * a producer in the set is aborted. An aborted batch keeps its offsets but loses its records, so
  * the stream still advances past it.
  */
+import { wrapApi } from "./platformatic/api-hook.ts";
 
 /** The shape of a record batch in the library's fetch response, as far as this filter reads it. */
 export interface FetchedBatch {
@@ -72,38 +73,22 @@ export function dropAbortedRecords(response: FetchResponse): number {
  * Makes one library consumer read committed data correctly: every Fetch response is filtered
  * here, by the rule above, before the library sees it, and its aborted-transaction list is then
  * emptied, so the library's own filter (which also throws on an abort marker of a transaction
- * that started before the fetched range) never runs. The hook is the client's protocol-API
- * lookup, found by its symbol's description; a library version without it is refused loudly.
- * `fetchApi`, when given, replaces the library's Fetch API first (a leaner parser of its own).
+ * that started before the fetched range) never runs. `fetchApi`, when given, replaces the
+ * library's Fetch API first (a leaner parser of its own).
  */
 // deno-lint-ignore no-explicit-any
 export function filterAbortedTransactions(consumer: any, fetchApi?: (api: any) => any): void {
-  const kGetApi = findSymbol(consumer, "plt.kafka.base.getApi");
-  if (!kGetApi) throw new Error("@platformatic/kafka changed: its protocol-API lookup (plt.kafka.base.getApi) is gone; the read_committed fix in src/kafka/aborted-transactions.ts needs a new hook");
-  const getApi = consumer[kGetApi].bind(consumer);
-  // deno-lint-ignore no-explicit-any
-  consumer[kGetApi] = (name: string, callback: (error: unknown, api?: any) => void) =>
-    getApi(name, (error: unknown, api: unknown) => {
-      if (error || name !== "Fetch" || typeof api !== "function") return callback(error, api);
-      if (fetchApi) api = fetchApi(api);
-      callback(null, (...args: unknown[]) => {
-        const done = args.pop() as (error: unknown, response?: FetchResponse) => void;
-        return (api as (...a: unknown[]) => unknown)(...args, (fetchError: unknown, response?: FetchResponse) => {
-          if (!fetchError && response) {
-            dropAbortedRecords(response);
-            for (const topic of response.responses) for (const partition of topic.partitions) partition.abortedTransactions = [];
-          }
-          done(fetchError, response);
-        });
+  wrapApi(consumer, "Fetch", (api) => {
+    if (fetchApi) api = fetchApi(api);
+    return (...args: unknown[]) => {
+      const done = args.pop() as (error: unknown, response?: FetchResponse) => void;
+      return api(...args, (fetchError: unknown, response?: FetchResponse) => {
+        if (!fetchError && response) {
+          dropAbortedRecords(response);
+          for (const topic of response.responses) for (const partition of topic.partitions) partition.abortedTransactions = [];
+        }
+        done(fetchError, response);
       });
-    });
-}
-
-/** A symbol of an object or its prototypes, by its description (the library keeps its hooks behind symbols). */
-export function findSymbol(object: object, description: string): symbol | undefined {
-  for (let o: object | null = object; o; o = Object.getPrototypeOf(o)) {
-    const found = Object.getOwnPropertySymbols(o).find((s) => s.description === description);
-    if (found) return found;
-  }
-  return undefined;
+    };
+  }, "the read_committed fix in src/kafka/aborted-transactions.ts");
 }

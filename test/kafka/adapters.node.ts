@@ -11,6 +11,7 @@
  * adapters (comma-separated); without the addon the confluent suite is skipped with its reason.
  */
 import assert from "node:assert/strict";
+import { tracingChannel } from "node:diagnostics_channel";
 import { after, describe, test } from "node:test";
 import { resolveKafkaClient } from "../../src/kafka/clients.ts";
 import { partitionOfKey } from "../../src/kafka/murmur2.ts";
@@ -239,6 +240,31 @@ for (const adapter of ADAPTERS) {
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
       assert.deepEqual(values(await admin.readPartition(output, 0)), ["committed"]);
       assert.deepEqual(await admin.committedOffsets(group, [input]), [{ topic: input, partition: 0, offset: -1n }]);
+    });
+
+    // The library sends one partition per TxnOffsetCommit and shares a request in flight with a
+    // second call (which then sends nothing): a checkpoint's offsets must go in one request.
+    test("a checkpoint's offsets for three partitions go in one TxnOffsetCommit request, and all three are committed", { skip: adapter !== "platformatic" && "counts the pure-JS client's requests" }, async () => {
+      const input = await topicWith(3, Array.from({ length: 9 }, (_, i) => ({ topic: "", key: null, value: `in${i}`, partition: i % 3 })));
+      const { group, tx, consumer } = await transactionWithMember("fv-port-one-request", input);
+      await pollUntil(consumer, 9);
+      const sent: number[] = [];
+      const onStart = (message: unknown) => {
+        const { operation, apiKey } = message as { operation?: string; apiKey?: number };
+        if (operation === "send") sent.push(apiKey!);
+      };
+      const channel = tracingChannel("plt:kafka:connections:api");
+      channel.start.subscribe(onStart);
+      try {
+        await tx.sendOffsets(consumer.groupMetadata(), [0, 1, 2].map((partition) => ({ topic: input, partition, offset: BigInt(partition + 1) })));
+        await tx.commit();
+      } finally {
+        channel.start.unsubscribe(onStart);
+      }
+      const TXN_OFFSET_COMMIT = 28;
+      assert.equal(sent.filter((key) => key === TXN_OFFSET_COMMIT).length, 1);
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      assert.deepEqual((await admin.committedOffsets(group, [input], { stable: true })).sort(byPartition), [0, 1, 2].map((partition) => ({ topic: input, partition, offset: BigInt(partition + 1) })));
     });
 
     // Fault soak: a partition held for minutes on UNSTABLE_OFFSET_COMMIT by its own member's stale

@@ -18,7 +18,7 @@
  */
 import { Buffer } from "node:buffer";
 import { crc32c, produceV11, Writer } from "@platformatic/kafka";
-import { findSymbol } from "../aborted-transactions.ts";
+import { wrapApi } from "./api-hook.ts";
 
 /** A message as the library's producer hands it to its Produce API (after its partitioner). */
 export interface ProduceMessage {
@@ -290,9 +290,5 @@ export function leanProduce(api: any): any {
 /** Makes a library producer send with this encoder (through its protocol-API lookup, as ../aborted-transactions.ts hooks Fetch). */
 // deno-lint-ignore no-explicit-any
 export function useLeanProduce(producer: any): void {
-  const kGetApi = findSymbol(producer, "plt.kafka.base.getApi");
-  if (!kGetApi) throw new Error("@platformatic/kafka changed: its protocol-API lookup (plt.kafka.base.getApi) is gone; src/kafka/platformatic/produce-encoder.ts needs a new hook");
-  const getApi = producer[kGetApi].bind(producer);
-  producer[kGetApi] = (name: string, callback: (error: unknown, api?: unknown) => void) =>
-    getApi(name, (error: unknown, api: unknown) => callback(error, error || name !== "Produce" ? api : leanProduce(api)));
+  wrapApi(producer, "Produce", leanProduce, "src/kafka/platformatic/produce-encoder.ts");
 }

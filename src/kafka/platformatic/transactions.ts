@@ -9,11 +9,26 @@ import { classify, retryDelay } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
 import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
+import { wrapApi } from "./api-hook.ts";
 
 /** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
 const ABORT_WAIT_MS = 60_000;
 
 type Transaction = Awaited<ReturnType<LibraryProducer["beginTransaction"]>>;
+
+/** The topics of a TxnOffsetCommit request, as the library's API takes them. */
+type OffsetTopics = Array<{ name: string; partitions: Array<{ partitionIndex: number; committedOffset: bigint; committedLeaderEpoch: number; committedMetadata: string | null }> }>;
+
+function offsetTopics(offsets: CommitOffset[]): OffsetTopics {
+  const byTopic = new Map<string, OffsetTopics[number]["partitions"]>();
+  for (const o of offsets) {
+    let partitions = byTopic.get(o.topic);
+    if (!partitions) byTopic.set(o.topic, partitions = []);
+    // -1: no leader epoch (a reader then does not check the offset against the partition's epoch).
+    partitions.push({ partitionIndex: o.partition, committedOffset: o.offset, committedLeaderEpoch: -1, committedMetadata: null });
+  }
+  return [...byTopic].map(([name, partitions]) => ({ name, partitions }));
+}
 
 export class PlatformaticTransactionalProducer implements TransactionalProducer {
   readonly #producer: LibraryProducer;
@@ -27,6 +42,8 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
    * on one at its checkpoint deadline while the library still retries it).
    */
   readonly #inflight = new InFlight();
+  /** The offsets of the checkpoint being added: the TxnOffsetCommit request under way carries them all. */
+  #offsetTopics: OffsetTopics | undefined;
 
   constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>) {
     this.#members = members;
@@ -48,6 +65,14 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       retryDelay,
     });
     useLeanProduce(this.#producer);
+    // The library commits one partition's offset per TxnOffsetCommit request, and never two at a
+    // time: a request in flight is shared (its result handed to a second call, which sends
+    // nothing). So a checkpoint's offsets go in one request: the library's call for the first is
+    // made to carry them all, also when the library retries it.
+    wrapApi(this.#producer, "TxnOffsetCommit", (api) => (...args: unknown[]) => {
+      if (this.#offsetTopics) args[8] = this.#offsetTopics;
+      return api(...args);
+    }, "src/kafka/platformatic/transactions.ts (a checkpoint's offsets in one request)");
   }
 
   get inTransaction(): boolean {
@@ -111,11 +136,15 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       }
       // The member as it was when this work was read: the broker refuses it if the group moved on.
       const metadata = { consumer: { ...group, coordinatorId } };
-      for (const o of offsets) {
-        this.#stillOpen(tx, "adding offsets to a transaction");
-        // The library commits message.offset + 1, so hand it the last processed offset.
+      this.#stillOpen(tx, "adding offsets to a transaction");
+      this.#offsetTopics = offsetTopics(offsets);
+      try {
+        // The library commits message.offset + 1 (overridden above, with the others, by the next offsets to read).
+        const o = offsets[0]!;
         // deno-lint-ignore no-explicit-any
         await this.#inflight.track(tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any));
+      } finally {
+        this.#offsetTopics = undefined;
       }
     } catch (error) {
       throw classify(error, "adding offsets to a transaction");
