@@ -95,8 +95,12 @@ export function checkWritten(producer: LibraryProducer, messages: OutgoingMessag
   // Topics whose every partition was written, or whose partition count is unknown: nothing to check.
   const complete = new Set<string>();
   for (const [topic, n] of perTopic) if (n === metadata?.topics.get(topic)?.partitionsCount) complete.add(topic);
+  // Messages come in runs of one topic: its completeness is looked up once per run.
+  let topic: string | undefined;
+  let topicComplete = false;
   for (const m of messages) {
-    if (complete.has(m.topic) || (m.partition === undefined && m.key == null)) continue;
+    if (m.topic !== topic) topicComplete = complete.has(topic = m.topic);
+    if (topicComplete || (m.partition === undefined && m.key == null)) continue;
     const count = metadata?.topics.get(m.topic)?.partitionsCount;
     if (!count) continue;
     const partition = m.partition !== undefined ? m.partition % count : partitionOfKey(m.key!, count);
