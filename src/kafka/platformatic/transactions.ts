@@ -69,10 +69,19 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     // time: a request in flight is shared (its result handed to a second call, which sends
     // nothing). So a checkpoint's offsets go in one request: the library's call for the first is
     // made to carry them all, also when the library retries it.
+    const why = "src/kafka/platformatic/transactions.ts (a checkpoint's offsets in one request)";
     wrapApi(this.#producer, "TxnOffsetCommit", (api) => (...args: unknown[]) => {
+      // (connection, transactionalId, groupId, producerId, producerEpoch, generationId, memberId, groupInstanceId, topics, callback)
+      if (!Array.isArray(args[8]) || typeof args[9] !== "function") {
+        // Not retried by the library (canRetry: false): the loop fails with this message.
+        const changed = Object.assign(new Error(`@platformatic/kafka changed: its TxnOffsetCommit call takes other arguments; ${why} needs a new hook`), { canRetry: false });
+        const callback = args[args.length - 1];
+        if (typeof callback === "function") return callback(changed);
+        throw changed;
+      }
       if (this.#offsetTopics) args[8] = this.#offsetTopics;
       return api(...args);
-    }, "src/kafka/platformatic/transactions.ts (a checkpoint's offsets in one request)");
+    }, why);
   }
 
   get inTransaction(): boolean {
@@ -137,14 +146,18 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       // The member as it was when this work was read: the broker refuses it if the group moved on.
       const metadata = { consumer: { ...group, coordinatorId } };
       this.#stillOpen(tx, "adding offsets to a transaction");
-      this.#offsetTopics = offsetTopics(offsets);
+      // The library would hand this call the result of one still under way (an earlier
+      // transaction's, retried past its abort's wait), and send nothing: these offsets would be
+      // left out of the transaction that commits.
+      if (this.#offsetTopics) throw new FvError("KAFKA_RETRYABLE", "adding offsets to a transaction: an earlier offset commit of this producer is still under way; the transaction is aborted and the member rejoins");
+      const mine = this.#offsetTopics = offsetTopics(offsets);
       try {
         // The library commits message.offset + 1 (overridden above, with the others, by the next offsets to read).
         const o = offsets[0]!;
         // deno-lint-ignore no-explicit-any
         await this.#inflight.track(tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any));
       } finally {
-        this.#offsetTopics = undefined;
+        if (this.#offsetTopics === mine) this.#offsetTopics = undefined;
       }
     } catch (error) {
       throw classify(error, "adding offsets to a transaction");
