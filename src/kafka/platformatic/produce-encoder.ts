@@ -287,7 +287,7 @@ export function leanProduce(api: any): any {
   };
 }
 
-/** Makes a library producer send with this encoder (through its protocol-API lookup, as ../aborted-transactions.ts hooks Fetch). */
+/** Makes a library producer send with this encoder (through its protocol-API lookup: api-hook.ts). */
 // deno-lint-ignore no-explicit-any
 export function useLeanProduce(producer: any): void {
   wrapApi(producer, "Produce", leanProduce, "src/kafka/platformatic/produce-encoder.ts");

@@ -150,14 +150,14 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       // transaction's, retried past its abort's wait), and send nothing: these offsets would be
       // left out of the transaction that commits.
       if (this.#offsetTopics) throw new FvError("KAFKA_RETRYABLE", "adding offsets to a transaction: an earlier offset commit of this producer is still under way; the transaction is aborted and the member rejoins");
-      const mine = this.#offsetTopics = offsetTopics(offsets);
+      this.#offsetTopics = offsetTopics(offsets);
       try {
         // The library commits message.offset + 1 (overridden above, with the others, by the next offsets to read).
         const o = offsets[0]!;
         // deno-lint-ignore no-explicit-any
         await this.#inflight.track(tx.addOffset({ topic: o.topic, partition: o.partition, offset: o.offset - 1n, metadata } as any));
       } finally {
-        if (this.#offsetTopics === mine) this.#offsetTopics = undefined;
+        this.#offsetTopics = undefined;
       }
     } catch (error) {
       throw classify(error, "adding offsets to a transaction");
