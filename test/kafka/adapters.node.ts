@@ -11,7 +11,9 @@
  * adapters (comma-separated); without the addon the confluent suite is skipped with its reason.
  */
 import assert from "node:assert/strict";
-import { tracingChannel } from "node:diagnostics_channel";
+import { channel as diagnosticsChannel, tracingChannel } from "node:diagnostics_channel";
+import { Admin as LibraryAdmin } from "@platformatic/kafka";
+import { findSymbol, wrapApi } from "../../src/kafka/platformatic/api-hook.ts";
 import { after, describe, test } from "node:test";
 import { resolveKafkaClient } from "../../src/kafka/clients.ts";
 import { partitionOfKey } from "../../src/kafka/murmur2.ts";
@@ -289,6 +291,70 @@ for (const adapter of ADAPTERS) {
       await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: got[1]!.offset + 1n }]);
       await tx.commit();
       assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 2n }]);
+    });
+
+    // Fault soak (Bun, seed 95): a commit's markers were skipped in the broker's controlled
+    // shutdown; after the restart the same producer's next transaction wrote to the same output
+    // partition and aborted, and its marker ended the commit's open records as aborted, while a
+    // later commit made the commit's pending offsets the committed ones: 153 rows lost. Here the
+    // broker "skips" the markers because it never heard of those pieces: with its transaction
+    // verification off, AddPartitionsToTxn for the output and AddOffsetsToTxn are kept from it
+    // (a hook on the library's requests), while the records and the offset commit reach it.
+    test("a commit whose markers the broker skipped is ended as a commit, outputs and offsets alike, before the producer's next transaction writes", { skip: adapter !== "platformatic" && "hooks the pure-JS client's requests" }, async () => {
+      const input = await topicWith(1, ["a", "b", "c", "d"].map((value) => ({ topic: "", key: null, value })));
+      const output = await topicWith(1);
+      const marked = await topicWith(1);
+      // The library producer behind the transactional producer, as it is created.
+      let library: object | undefined;
+      const instances = diagnosticsChannel("plt:kafka:instances");
+      const onInstance = (message: unknown) => {
+        const { type, instance } = message as { type: string; instance: object };
+        if (type === "producer") library ??= instance;
+      };
+      instances.subscribe(onInstance);
+      const { group, tx, consumer } = await transactionWithMember("fv-port-skipped-markers", input).finally(() => instances.unsubscribe(onInstance));
+      assert.ok(library, "the library producer was seen");
+      let skipping = false;
+      wrapApi(library, "AddPartitionsToTxn", (api) => (...args: unknown[]) => {
+        const [request] = args[1] as Array<{ topics: Array<{ name: string }> }>;
+        if (skipping) request!.topics = request!.topics.filter((t) => t.name !== output);
+        return api(...args);
+      }, "test");
+      wrapApi(library, "AddOffsetsToTxn", (api) => (...args: unknown[]) => skipping ? (args.at(-1) as (error: null) => void)(null) : api(...args), "test");
+      await pollUntil(consumer, 4);
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      const offsetsTo = (offset: bigint) => tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset }]);
+
+      // T0, as usual.
+      await tx.send([{ topic: output, key: null, value: "t0", partition: 0 }]);
+      await offsetsTo(1n);
+      await tx.commit();
+      // T1: its coordinator completes it with a marker in `marked` only.
+      const verification = (value: string | null) =>
+        libraryAdmin.incrementalAlterConfigs({ resources: [{ resourceType: 4, resourceName: "1", configs: [{ name: "transaction.partition.verification.enable", configOperation: value === null ? 1 : 0, value: value as string }] }] });
+      const libraryAdmin = new LibraryAdmin({ clientId: "fv-port-configs", bootstrapBrokers: BROKERS });
+      try {
+        await verification("false");
+        skipping = true;
+        await tx.send([{ topic: output, key: null, value: "t1", partition: 0 }, { topic: marked, key: null, value: "m1", partition: 0 }]);
+        await offsetsTo(3n);
+        await tx.commit();
+      } finally {
+        skipping = false;
+        await verification(null).catch(() => {});
+        await libraryAdmin.close();
+      }
+      assert.deepEqual(values(await admin.readPartition(marked, 0)), ["m1"]);
+      // The broker goes away: the producer's connection closes (and is opened again on use).
+      const connections = (library as Record<symbol, { getEstablishedConnection(broker: { host: string; port: number }): { close(): Promise<void> } | undefined }>)[findSymbol(library, "plt.kafka.base.connections")!]!;
+      const [host, port] = BROKERS[0]!.split(":");
+      await connections.getEstablishedConnection({ host: host!, port: Number(port) })!.close();
+      // T2 writes to the same output partition and is aborted.
+      await tx.send([{ topic: output, key: null, value: "t2", partition: 0 }]);
+      await tx.abort();
+      // T1 counts as committed everywhere: its output visible, its offset the committed one.
+      assert.deepEqual(values(await admin.readPartition(output, 0)), ["t0", "t1"]);
+      assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 3n }]);
     });
 
     // Fault soak (Bun, seeds 32 and 33): the broker dropped a commit's markers (controlled shutdown

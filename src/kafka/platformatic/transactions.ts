@@ -5,14 +5,17 @@ import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
 import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
-import { classify, retryDelay } from "./errors.ts";
+import { classify, retryDelay, unknownTopic } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
 import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
 import { wrapApi } from "./api-hook.ts";
+import { TransactionLeftovers } from "../leftovers.ts";
 
 /** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
 const ABORT_WAIT_MS = 60_000;
+/** Transactions that settle an earlier one's leftovers, at most, before a transaction that does work (each needs a broker connection that closed meanwhile). */
+const MAX_SETTLES = 5;
 
 type Transaction = Awaited<ReturnType<LibraryProducer["beginTransaction"]>>;
 
@@ -30,11 +33,24 @@ function offsetTopics(offsets: CommitOffset[]): OffsetTopics {
   return [...byTopic].map(([name, partitions]) => ({ name, partitions }));
 }
 
+/** A hooked API called with arguments the hook does not know: not retried by the library (canRetry: false), the loop fails with this message. */
+function failChanged(args: unknown[], name: string, why: string): unknown {
+  const changed = Object.assign(new Error(`@platformatic/kafka changed: its ${name} call takes other arguments; ${why} needs a new hook`), { canRetry: false });
+  const callback = args[args.length - 1];
+  if (typeof callback === "function") return callback(changed);
+  throw changed;
+}
+
 export class PlatformaticTransactionalProducer implements TransactionalProducer {
   readonly #producer: LibraryProducer;
   readonly #members: GroupMembers<PltConsumer>;
+  /** What this transactional id's last transaction may have left open (shared by its producers in this process). */
+  readonly #leftovers: TransactionLeftovers;
+  readonly #onDisconnect = () => this.#leftovers.disconnected();
   /** The library's transaction, while one is open. */
   #tx: Transaction | undefined;
+  /** A transaction being opened (its leftovers held or settled first). */
+  #opening: Promise<Transaction> | undefined;
   readonly #state = new TransactionState();
   #offsetsAdded = false;
   /**
@@ -45,8 +61,9 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   /** The offsets of the checkpoint being added: the TxnOffsetCommit request under way carries them all. */
   #offsetTopics: OffsetTopics | undefined;
 
-  constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>) {
+  constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>, leftovers = new TransactionLeftovers()) {
     this.#members = members;
+    this.#leftovers = leftovers;
     this.#producer = new PltProducer<Buffer | string, Buffer | string, string, Buffer | string>({
       clientId,
       bootstrapBrokers: brokers,
@@ -72,16 +89,28 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     const why = "src/kafka/platformatic/transactions.ts (a checkpoint's offsets in one request)";
     wrapApi(this.#producer, "TxnOffsetCommit", (api) => (...args: unknown[]) => {
       // (connection, transactionalId, groupId, producerId, producerEpoch, generationId, memberId, groupInstanceId, topics, callback)
-      if (!Array.isArray(args[8]) || typeof args[9] !== "function") {
-        // Not retried by the library (canRetry: false): the loop fails with this message.
-        const changed = Object.assign(new Error(`@platformatic/kafka changed: its TxnOffsetCommit call takes other arguments; ${why} needs a new hook`), { canRetry: false });
-        const callback = args[args.length - 1];
-        if (typeof callback === "function") return callback(changed);
-        throw changed;
-      }
+      if (!Array.isArray(args[8]) || typeof args[9] !== "function" || typeof args[2] !== "string") return failChanged(args, "TxnOffsetCommit", why);
+      // Pending offset commits of this producer id from now on: the next transaction holds the group first.
+      this.#leftovers.addGroup(args[2]);
       if (this.#offsetTopics) args[8] = this.#offsetTopics;
       return api(...args);
     }, why);
+    // Every partition a Produce request writes to, before it goes out: the next transaction holds
+    // them first (src/kafka/leftovers.ts). The group is recorded with its TxnOffsetCommit, above.
+    const recorded = "src/kafka/platformatic/transactions.ts (what a transaction wrote, for the next one to hold)";
+    wrapApi(this.#producer, "Produce", (api) => (...args: unknown[]) => {
+      // (connection, acks, timeout, messages, options, callback), after the library's partitioner
+      const messages = args[3] as Array<{ topic: string; partition: number }>;
+      if (!Array.isArray(messages)) return failChanged(args, "Produce", recorded);
+      let topic: string | undefined;
+      let partition: number | undefined;
+      for (const m of messages) {
+        if (m.topic === topic && m.partition === partition) continue;
+        this.#leftovers.addPartition(topic = m.topic, partition = m.partition);
+      }
+      return api(...args);
+    }, recorded);
+    this.#producer.on("client:broker:disconnect", this.#onDisconnect);
   }
 
   get inTransaction(): boolean {
@@ -95,19 +124,78 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
    */
   async ready(): Promise<void> {
     await this.#begin();
+    // Leftovers of the last session were held (and settled): an empty transaction to end now,
+    // not at the first checkpoint, which may not come before its timeout.
+    if (this.#state.endable) await this.commit();
   }
 
-  async #begin(): Promise<Transaction> {
-    if (!this.#tx) {
+  #begin(): Promise<Transaction> {
+    if (this.#tx) return Promise.resolve(this.#tx);
+    return this.#opening ??= this.#open().finally(() => this.#opening = undefined);
+  }
+
+  /**
+   * Begins a transaction that holds, before any work, every piece the last one held; and if the
+   * broker may have skipped the last one's markers, ends first, holding only those, the way the
+   * last one ended (src/kafka/leftovers.ts).
+   */
+  async #open(): Promise<Transaction> {
+    for (let settles = 0; ; settles++) {
+      let tx: Transaction;
       try {
-        this.#tx = await this.#producer.beginTransaction();
+        tx = await this.#producer.beginTransaction();
       } catch (error) {
         throw classify(error, "beginning a transaction");
       }
+      this.#tx = tx;
       this.#state.began();
       this.#offsetsAdded = false;
+      const settle = await this.#hold(tx);
+      if (settle === "clean") return tx;
+      if (settles >= MAX_SETTLES) throw new FvError("KAFKA_RETRYABLE", `beginning a transaction: the last one's records and offset commits may still be open at the broker (broker connections kept closing while ${settles} transactions ended them); the session starts over`);
+      this.#tx = undefined;
+      this.#state.ended();
+      await this.#end(tx, settle, "ending the records and offset commits an earlier transaction may have left open");
     }
-    return this.#tx;
+  }
+
+  /** The carried pieces join the open transaction: its groups (AddOffsetsToTxn), then its partitions (AddPartitionsToTxn). */
+  async #hold(tx: Transaction): Promise<"clean" | "commit" | "abort"> {
+    const leftovers = this.#leftovers;
+    if (leftovers.empty) return leftovers.held();
+    const { partitions, groups } = leftovers.carried();
+    // The broker holds a transaction from the first of these requests: it must be ended.
+    this.#state.wrote();
+    leftovers.holding();
+    try {
+      // The library adds a group by its id alone.
+      // (Either call returns no promise when it has nothing to add.)
+      for (const groupId of groups) await this.#inflight.track(Promise.resolve(tx.addConsumer({ groupId } as Parameters<Transaction["addConsumer"]>[0])));
+      if (partitions.length) {
+        const metadata = await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] });
+        // The library reads only the topic and partition of these "messages" (nothing is produced).
+        await this.#inflight.track(Promise.resolve(tx.addPartitions(metadata, partitions.map((tp) => ({ ...tp })) as unknown as Parameters<Transaction["addPartitions"]>[1])));
+      }
+    } catch (error) {
+      // Right after a broker restart its metadata may not know a topic yet: tried again with the
+      // session (a topic deleted for good fails the loop after its consecutive restarts).
+      if (unknownTopic(error)) throw new FvError("KAFKA_RETRYABLE", `holding what the last transaction may have left open: ${(error as Error).message}`);
+      throw classify(error, "holding what the last transaction may have left open");
+    }
+    // Aborted meanwhile (the abort gave up waiting for this): it did not get to hold them all.
+    if (this.#tx !== tx) throw new FvError("KAFKA_RETRYABLE", "holding what the last transaction may have left open: the transaction was aborted meanwhile");
+    return leftovers.held();
+  }
+
+  /** EndTxn for a transaction already taken off `#tx`. */
+  async #end(tx: Transaction, how: "commit" | "abort", what: string): Promise<void> {
+    this.#leftovers.ending(how);
+    try {
+      await (how === "commit" ? tx.commit() : tx.abort());
+    } catch (error) {
+      this.#leftovers.dropped();
+      throw classify(error, what);
+    }
   }
 
   async send(records: OutboundRecord[]): Promise<Written> {
@@ -140,7 +228,8 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     this.#state.wrote();
     try {
       if (!this.#offsetsAdded) {
-        await this.#inflight.track(tx.addConsumer(consumer));
+        // The library answers a group already added (held first, src/kafka/leftovers.ts) with no promise.
+        await this.#inflight.track(Promise.resolve(tx.addConsumer(consumer)));
         this.#offsetsAdded = true;
       }
       // The member as it was when this work was read: the broker refuses it if the group moved on.
@@ -182,14 +271,12 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     if (!tx || !this.#state.endable) return;
     this.#tx = undefined;
     this.#state.ended();
-    try {
-      await tx.commit();
-    } catch (error) {
-      throw classify(error, "committing a transaction");
-    }
+    await this.#end(tx, "commit", "committing a transaction");
   }
 
   async abort(): Promise<void> {
+    // A transaction being opened first holds (or settles) what the last one left.
+    if (this.#opening) await deadline(this.#opening.catch(() => {}), ABORT_WAIT_MS).catch(() => {});
     const tx = this.#tx;
     if (!tx || !this.#state.endable) return;
     this.#tx = undefined;
@@ -200,11 +287,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     // require_stable reader of that partition, and the producer's next commit marker makes it
     // the committed offset, moving the partition to a stale position.
     await deadline(this.#inflight.settled(), ABORT_WAIT_MS).catch(() => {});
-    try {
-      await tx.abort();
-    } catch (error) {
-      throw classify(error, "aborting a transaction");
-    }
+    await this.#end(tx, "abort", "aborting a transaction");
   }
 
   /**
@@ -224,14 +307,17 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
         // The library reads only the topic and partition of these "messages" (nothing is produced).
         await tx.addPartitions(metadata, written.map((tp) => ({ topic: tp.topic, partition: tp.partition })) as unknown as Parameters<Transaction["addPartitions"]>[1]);
       }
-      await tx.abort();
     } catch (error) {
+      this.#leftovers.dropped();
       throw classify(error, "releasing pending offset commits");
     }
+    await this.#end(tx, "abort", "releasing pending offset commits");
   }
 
   async close(): Promise<void> {
     await this.abort().catch(() => {});
+    // Its own closing is not a broker going away.
+    this.#producer.off("client:broker:disconnect", this.#onDisconnect);
     await this.#producer.close(true);
   }
 }
