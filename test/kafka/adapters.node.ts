@@ -330,8 +330,16 @@ for (const adapter of ADAPTERS) {
       await offsetsTo(1n);
       await tx.commit();
       // T1: its coordinator completes it with a marker in `marked` only.
-      const verification = (value: string | null) =>
-        libraryAdmin.incrementalAlterConfigs({ resources: [{ resourceType: 4, resourceName: "1", configs: [{ name: "transaction.partition.verification.enable", configOperation: value === null ? 1 : 0, value: value as string }] }] });
+      const VERIFICATION = "transaction.partition.verification.enable";
+      // Set (or back to the default), then read back until the broker has taken it.
+      const verification = async (value: string | null) => {
+        await libraryAdmin.incrementalAlterConfigs({ resources: [{ resourceType: 4, resourceName: "1", configs: [{ name: VERIFICATION, configOperation: value === null ? 1 : 0, value: value as string }] }] });
+        for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+          const [resource] = await libraryAdmin.describeConfigs({ resources: [{ resourceType: 4, resourceName: "1", configurationKeys: [VERIFICATION] }] });
+          if (resource?.configs.find((c) => c.name === VERIFICATION)?.value === (value ?? "true")) return;
+        }
+        throw new Error(`the broker did not take ${VERIFICATION}=${value ?? "its default"} within 10 s`);
+      };
       const libraryAdmin = new LibraryAdmin({ clientId: "fv-port-configs", bootstrapBrokers: BROKERS });
       try {
         await verification("false");
