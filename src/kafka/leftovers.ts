@@ -59,7 +59,7 @@ export class TransactionLeftovers {
     this.#holdsAll = this.empty;
   }
 
-  /** A Produce request of the open transaction is about to write to this partition. */
+  /** A Produce request of the open transaction is about to write to this partition (-1: to a partition of this topic not known here). */
   addPartition(topic: string, partition: number): void {
     const key = `${topic}\u0000${partition}`;
     if (!this.#partitions.has(key)) this.#partitions.set(key, { topic, partition });

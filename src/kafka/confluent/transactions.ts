@@ -3,9 +3,11 @@ import type * as Rd from "@confluentinc/kafka-javascript";
 import { delay } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
-import { type GroupMembers, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
+import { GroupMembers, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import type { ConfluentMember } from "./consumer.ts";
-import { classify, classifyTransactional } from "./errors.ts";
+import { classify, classifyTransactional, ERR } from "./errors.ts";
+import { TransactionLeftovers } from "../leftovers.ts";
+import { PlatformaticTransactionalProducer } from "../platformatic/transactions.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
 import { onDelivery, produceAll, producerConfig } from "./producer.ts";
 
@@ -53,9 +55,31 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
    * A fenced or fatal producer is not in trouble in this sense: the broker answered it.
    */
   #troubled = false;
+  /**
+   * What this transactional id's last transaction may have left open (src/kafka/leftovers.ts),
+   * shared by its producers in this process. librdkafka adds a partition to a transaction only by
+   * producing to it, so a transaction cannot hold its predecessor's pieces first: after a broker
+   * connection closed, the next transaction does not begin; the session starts over, and its
+   * producer has them ended by the pure-JS client's producer with the same transactional id
+   * before librdkafka registers it.
+   */
+  readonly #leftovers: TransactionLeftovers;
+  readonly #settle: () => Promise<void>;
+  readonly #onError = (error: { code?: number }) => {
+    if (error?.code === ERR.TRANSPORT || error?.code === ERR.ALL_BROKERS_DOWN) this.#leftovers.disconnected();
+  };
 
-  constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<ConfluentMember>) {
+  constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<ConfluentMember>, leftovers = new TransactionLeftovers()) {
     this.#members = members;
+    this.#leftovers = leftovers;
+    this.#settle = async () => {
+      const settler = new PlatformaticTransactionalProducer(brokers, `${clientId}-settle`, transactionalId, new GroupMembers("platformatic"), leftovers);
+      try {
+        await settler.ready();
+      } finally {
+        await settler.close().catch(() => {});
+      }
+    };
     this.#producer = new lib.Producer({
       ...producerConfig(brokers, clientId),
       "transactional.id": transactionalId,
@@ -64,6 +88,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       ...({ "message.timeout.ms": TRANSACTION_TIMEOUT_MS } as Rd.ProducerGlobalConfig),
     });
     this.#producer.on("delivery-report", onDelivery);
+    this.#producer.on("event.error", this.#onError);
   }
 
   get inTransaction(): boolean {
@@ -76,6 +101,9 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
    */
   async ready(): Promise<void> {
     this.#initialized ??= (async () => {
+      // Before librdkafka registers the id (which fences the settling producer): what the last
+      // session's producer may have left open is ended first.
+      if (!this.#leftovers.empty && this.#leftovers.held() !== "clean") await this.#settle();
       await connect(this.#producer);
       this.#producer.setPollInBackground(true);
       await call((cb) => this.#producer.initTransactions(TRANSACTION_CALL_TIMEOUT_MS, cb));
@@ -90,6 +118,12 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
   async #begin(): Promise<void> {
     await this.ready();
     if (this.#state.open) return;
+    // No way to hold the last transaction's pieces here: if a broker connection closed after its
+    // end went out, its markers may be missing, and this producer must not write before they are
+    // ended (a new session's producer does that first).
+    if (!this.#leftovers.empty && this.#leftovers.held() !== "clean") {
+      throw new FvError("KAFKA_RETRYABLE", "a broker connection closed after the last transaction ended: its records and offset commits may still be open at the broker; the session starts over and ends them first");
+    }
     try {
       await call((cb) => this.#producer.beginTransaction(cb));
     } catch (error) {
@@ -102,6 +136,13 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     if (records.length === 0) return [];
     await this.#begin();
     this.#state.wrote();
+    // Where these may land: librdkafka picks the partition of a record that has none (-1: any of the topic).
+    let topic: string | undefined;
+    let partition: number | undefined;
+    for (const r of records) {
+      if (r.topic === topic && (r.partition ?? -1) === partition) continue;
+      this.#leftovers.addPartition(topic = r.topic, partition = r.partition ?? -1);
+    }
     try {
       return await produceAll(this.#producer, records);
     } catch (error) {
@@ -125,6 +166,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     await this.#begin();
     this.#state.wrote();
     const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
+    this.#leftovers.addGroup(group.groupId);
     try {
       await retryingTxnCall(() => call((cb) => this.#producer.sendOffsetsToTransaction(list, member.consumer, TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
@@ -135,6 +177,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
   async commit(): Promise<void> {
     // An empty transaction stays open on our side; nothing to tell the broker.
     if (!this.#state.endable) return;
+    this.#leftovers.ending("commit");
     try {
       // librdkafka's contract: a retriable error (a timeout while the broker is away) means the
       // outcome is not known yet, and the commit must be called again, not aborted; only an error
@@ -142,6 +185,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       await retryingTxnCall(() => call((cb) => this.#producer.commitTransaction(TXN_RETRY_CALL_MS, cb)));
     } catch (error) {
       // Still open: the loop aborts it (librdkafka needs the abort before the next begin).
+      this.#leftovers.dropped();
       throw this.#failed(error, "committing a transaction");
     }
     this.#state.ended();
@@ -151,9 +195,11 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
   async abort(): Promise<void> {
     if (!this.#state.endable) return;
     this.#state.ended();
+    this.#leftovers.ending("abort");
     try {
       await call((cb) => this.#producer.abortTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
     } catch (error) {
+      this.#leftovers.dropped();
       throw this.#failed(error, "aborting a transaction");
     }
     this.#troubled = false;
@@ -164,6 +210,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     const member = this.#members.memberOf(group, "releasing pending offset commits");
     await this.#begin();
     this.#state.wrote();
+    this.#leftovers.addGroup(group.groupId);
     try {
       // librdkafka adds the group only with an offset (an empty list is a no-op); the abort drops it.
       await call((cb) => this.#producer.sendOffsetsToTransaction([{ topic: held.topic, partition: held.partition, offset: 0 }], member.consumer, TRANSACTION_CALL_TIMEOUT_MS, cb));
@@ -196,6 +243,8 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     if (!initialized) return;
     await this.abort().catch(() => {});
     if (this.#troubled) return;
+    // Its own closing is not a broker going away.
+    this.#producer.off("event.error", this.#onError);
     await disconnect(this.#producer);
   }
 }

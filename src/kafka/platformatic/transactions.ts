@@ -173,8 +173,10 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       for (const groupId of groups) await this.#inflight.track(Promise.resolve(tx.addConsumer({ groupId } as Parameters<Transaction["addConsumer"]>[0])));
       if (partitions.length) {
         const metadata = await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] });
+        // Partition -1: every partition of the topic (librdkafka's producer picks partitions itself).
+        const every = partitions.flatMap((tp) => tp.partition >= 0 ? [tp] : Array.from({ length: metadata.topics.get(tp.topic)?.partitionsCount ?? 0 }, (_, partition) => ({ topic: tp.topic, partition })));
         // The library reads only the topic and partition of these "messages" (nothing is produced).
-        await this.#inflight.track(Promise.resolve(tx.addPartitions(metadata, partitions.map((tp) => ({ ...tp })) as unknown as Parameters<Transaction["addPartitions"]>[1])));
+        await this.#inflight.track(Promise.resolve(tx.addPartitions(metadata, every as unknown as Parameters<Transaction["addPartitions"]>[1])));
       }
     } catch (error) {
       // Right after a broker restart its metadata may not know a topic yet: tried again with the
