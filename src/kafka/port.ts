@@ -234,8 +234,11 @@ export interface KafkaClient {
   readonly name: string;
   consumer(options: ConsumerOptions): GroupConsumer;
   producer(options: { clientId: string }): Producer;
-  /** `transactionalId` is stable across restarts, so a restarted producer fences its predecessor. */
-  transactionalProducer(options: { clientId: string; transactionalId: string }): TransactionalProducer;
+  /**
+   * `transactionalId` is stable across restarts, so a restarted producer fences its predecessor.
+   * `log` hears when it ends what an earlier transaction may have left open (src/kafka/leftovers.ts).
+   */
+  transactionalProducer(options: { clientId: string; transactionalId: string; log?: (level: "debug" | "info" | "warn" | "error", message: string) => void }): TransactionalProducer;
   admin(options: { clientId: string }): Admin;
 }
 

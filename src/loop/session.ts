@@ -166,7 +166,7 @@ export class Session {
     }
     // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
     this.tx = settings.exactlyOnce
-      ? client.transactionalProducer({ clientId, transactionalId: transactionalIdOf(plan.pipeline, memberName) })
+      ? client.transactionalProducer({ clientId, transactionalId: transactionalIdOf(plan.pipeline, memberName), log })
       : undefined;
     this.producer = settings.exactlyOnce ? undefined : client.producer({ clientId });
     this.consumer = client.consumer({

@@ -39,7 +39,7 @@ export function confluentClient(brokers: string[]): KafkaClient {
     name: "confluent",
     consumer: (options) => new ConfluentConsumer(lib, brokers, options, known, members),
     producer: ({ clientId }) => new ConfluentProducer(lib, brokers, clientId),
-    transactionalProducer: ({ clientId, transactionalId }) => new ConfluentTransactionalProducer(lib, brokers, clientId, transactionalId, members, leftoversOf(transactionalId)),
+    transactionalProducer: ({ clientId, transactionalId, log }) => new ConfluentTransactionalProducer(lib, brokers, clientId, transactionalId, members, leftoversOf(transactionalId), log),
     admin: ({ clientId }) => new ConfluentAdmin(lib, brokers, clientId),
   };
 }

@@ -7,6 +7,7 @@ import { GroupMembers, TRANSACTION_TIMEOUT_MS, TransactionState } from "../share
 import type { ConfluentMember } from "./consumer.ts";
 import { classify, classifyTransactional, ERR } from "./errors.ts";
 import { TransactionLeftovers } from "../leftovers.ts";
+import type { Logger } from "../../logger.ts";
 import { PlatformaticTransactionalProducer } from "../platformatic/transactions.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
 import { onDelivery, produceAll, producerConfig } from "./producer.ts";
@@ -69,11 +70,11 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     if (error?.code === ERR.TRANSPORT || error?.code === ERR.ALL_BROKERS_DOWN) this.#leftovers.disconnected();
   };
 
-  constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<ConfluentMember>, leftovers = new TransactionLeftovers()) {
+  constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<ConfluentMember>, leftovers = new TransactionLeftovers(), log?: Logger) {
     this.#members = members;
     this.#leftovers = leftovers;
     this.#settle = async () => {
-      const settler = new PlatformaticTransactionalProducer(brokers, `${clientId}-settle`, transactionalId, new GroupMembers("platformatic"), leftovers);
+      const settler = new PlatformaticTransactionalProducer(brokers, `${clientId}-settle`, transactionalId, new GroupMembers("platformatic"), leftovers, log);
       try {
         await settler.ready();
       } finally {

@@ -22,7 +22,7 @@ export function platformaticClient(brokers: string[]): KafkaClient {
     name: "platformatic",
     consumer: (options) => new PlatformaticConsumer(brokers, options, members),
     producer: ({ clientId }) => new PlatformaticProducer(brokers, clientId),
-    transactionalProducer: ({ clientId, transactionalId }) => new PlatformaticTransactionalProducer(brokers, clientId, transactionalId, members, leftoversOf(transactionalId)),
+    transactionalProducer: ({ clientId, transactionalId, log }) => new PlatformaticTransactionalProducer(brokers, clientId, transactionalId, members, leftoversOf(transactionalId), log),
     admin: ({ clientId }) => new PlatformaticAdmin(brokers, clientId),
   };
 }

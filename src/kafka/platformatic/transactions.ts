@@ -11,6 +11,7 @@ import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
 import { wrapApi } from "./api-hook.ts";
 import { TransactionLeftovers } from "../leftovers.ts";
+import type { Logger } from "../../logger.ts";
 
 /** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
 const ABORT_WAIT_MS = 60_000;
@@ -31,6 +32,14 @@ function offsetTopics(offsets: CommitOffset[]): OffsetTopics {
     partitions.push({ partitionIndex: o.partition, committedOffset: o.offset, committedLeaderEpoch: -1, committedMetadata: null });
   }
   return [...byTopic].map(([name, partitions]) => ({ name, partitions }));
+}
+
+/** The pieces carried, for a log line. */
+function describeLeftovers(leftovers: TransactionLeftovers): string {
+  const { partitions, groups } = leftovers.carried();
+  const topics = new Map<string, string[]>();
+  for (const tp of partitions) topics.set(tp.topic, [...topics.get(tp.topic) ?? [], tp.partition < 0 ? "any" : String(tp.partition)]);
+  return [...[...topics].map(([topic, ps]) => `${topic}[${ps.join(",")}]`), ...groups.map((g) => `offsets of group ${g}`)].join(", ");
 }
 
 /** A hooked API called with arguments the hook does not know: not retried by the library (canRetry: false), the loop fails with this message. */
@@ -61,9 +70,12 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   /** The offsets of the checkpoint being added: the TxnOffsetCommit request under way carries them all. */
   #offsetTopics: OffsetTopics | undefined;
 
-  constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>, leftovers = new TransactionLeftovers()) {
+  readonly #log: Logger | undefined;
+
+  constructor(brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<PltConsumer>, leftovers = new TransactionLeftovers(), log?: Logger) {
     this.#members = members;
     this.#leftovers = leftovers;
+    this.#log = log;
     this.#producer = new PltProducer<Buffer | string, Buffer | string, string, Buffer | string>({
       clientId,
       bootstrapBrokers: brokers,
@@ -155,6 +167,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       if (settles >= MAX_SETTLES) throw new FvError("KAFKA_RETRYABLE", `beginning a transaction: the last one's records and offset commits may still be open at the broker (broker connections kept closing while ${settles} transactions ended them); the session starts over`);
       this.#tx = undefined;
       this.#state.ended();
+      this.#log?.("warn", `a broker connection closed after the last transaction of this producer ended, so the broker may have skipped its markers: ending what it may have left open first, with ${settle === "commit" ? "a commit" : "an abort"} (${describeLeftovers(this.#leftovers)})`);
       await this.#end(tx, settle, "ending the records and offset commits an earlier transaction may have left open");
     }
   }
