@@ -86,20 +86,28 @@ export class TransactionLeftovers {
     return this.#owed;
   }
 
-  /** EndTxn(commit or abort) is about to go out for the open transaction. */
+  /** How the carried pieces must end: as the transaction that last ended did. */
+  get owed(): "commit" | "abort" {
+    return this.#owed;
+  }
+
+  /**
+   * EndTxn(commit or abort) is about to go out for the open transaction. A transaction ends
+   * without holding every carried piece only when it holds nothing else (a failure while it
+   * held them, or it was ended to end them), and then it ends as `owed`: the pieces it did not
+   * get to hold still owe the same.
+   */
   ending(how: "commit" | "abort"): void {
-    this.#owed = how === "abort" || !this.#holdsAll ? "abort" : "commit";
+    this.#owed = how;
     this.#endedHoldingAll = this.#holdsAll;
     this.#since = this.#disconnects;
   }
 
   /**
-   * The open transaction ends with no EndTxn answered (it failed, or was never sent): its
-   * coordinator aborts it (at its timeout, or when the next producer registers), markers not seen.
+   * The EndTxn that `ending` announced was not answered: its outcome is not known here, so its
+   * pieces are ended again (as asked) by the next transaction whatever closed meanwhile.
    */
   dropped(): void {
-    this.#owed = "abort";
-    this.#endedHoldingAll = this.#holdsAll;
     this.#since = Number.NaN;
   }
 }

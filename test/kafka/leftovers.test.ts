@@ -40,25 +40,35 @@ describe("transaction leftovers", () => {
     expect(l.empty).toBe(true);
   });
 
-  test("an abort's pieces are ended by an abort; one that ended before it held every piece owes an abort of them all, even when its commit was asked", () => {
+  test("an abort's pieces are ended by an abort, a commit's by a commit", () => {
     const aborted = new TransactionLeftovers();
     transaction(aborted, [["out", 0]], "g", "abort");
     aborted.disconnected();
     aborted.holding();
+    expect(aborted.owed).toBe("abort");
     expect(aborted.held()).toBe("abort");
 
+    const committed = new TransactionLeftovers();
+    transaction(committed, [["out", 0]], "g", "commit");
+    committed.disconnected();
+    committed.holding();
+    expect(committed.owed).toBe("commit");
+    expect(committed.held()).toBe("commit");
+  });
+
+  test("a transaction that ended before it held every piece (ended as they owe) leaves them to be ended again, even with no connection closed since", () => {
     // Soak seed 95, as it now goes: T1 commits, the broker skips its markers and restarts; T2
-    // asks for T1's group but fails before it holds T1's partitions, and is aborted. Its abort
-    // marker reaches the group only (T1's offsets dropped), so T1's outputs must be aborted too.
+    // holds T1's group but its session fails before it holds T1's partitions. T2 holds nothing
+    // of its own, so it ends as T1's pieces owe (a commit), and the partitions still owe that.
     const l = new TransactionLeftovers();
     transaction(l, [["out", 0], ["out", 2], ["out", 4]], "g", "commit");
     l.disconnected();
     l.holding();
-    l.ending("abort");
+    l.ending(l.owed);
     l.holding();
-    expect(l.held()).toBe("abort");
-    // Even with no connection closed since: that abort did not hold every piece.
-    l.ending("abort");
+    expect(l.held()).toBe("commit");
+    expect(l.carried().partitions.length).toBe(3);
+    l.ending("commit");
     l.holding();
     expect(l.held()).toBe("clean");
   });
@@ -76,18 +86,19 @@ describe("transaction leftovers", () => {
     expect(l.carried()).toEqual({ partitions: [{ topic: "out", partition: 3 }], groups: ["g"] });
   });
 
-  test("a transaction dropped without an EndTxn answered owes an abort, and is never taken as clean by the count alone", () => {
+  test("a transaction whose EndTxn was not answered is ended again as asked, and is never taken as clean by the count alone", () => {
     const l = new TransactionLeftovers();
     transaction(l, [["out", 1]], "g", "commit");
     l.holding();
     expect(l.held()).toBe("clean");
     l.addPartition("out", 5);
     l.ending("commit");
-    // The EndTxn failed: the coordinator may have committed it or will abort it.
+    // The EndTxn failed: the coordinator may have committed it (or will abort it, having never
+    // seen it: then its markers end the pieces the same way, unless skipped again).
     l.dropped();
     l.holding();
-    expect(l.held()).toBe("abort");
-    l.ending("abort");
+    expect(l.held()).toBe("commit");
+    l.ending("commit");
     l.holding();
     expect(l.held()).toBe("clean");
   });

@@ -243,9 +243,9 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     const initialized = await this.#initialized.then(() => true, () => false);
     if (!initialized) return;
     await this.abort().catch(() => {});
-    if (this.#troubled) return;
-    // Its own closing is not a broker going away.
+    // Its own closing (or a handle left as it is, retrying) is not a broker going away.
     this.#producer.off("event.error", this.#onError);
+    if (this.#troubled) return;
     await disconnect(this.#producer);
   }
 }

@@ -60,6 +60,8 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   #tx: Transaction | undefined;
   /** A transaction being opened (its leftovers held or settled first). */
   #opening: Promise<Transaction> | undefined;
+  /** The open transaction holds only what the last one left: no send or offsets went in yet. */
+  #holdsOnly = false;
   readonly #state = new TransactionState();
   #offsetsAdded = false;
   /**
@@ -142,8 +144,10 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   }
 
   #begin(): Promise<Transaction> {
+    // While one is being opened, `#tx` is set before it holds the leftovers: nothing may go in yet.
+    if (this.#opening) return this.#opening;
     if (this.#tx) return Promise.resolve(this.#tx);
-    return this.#opening ??= this.#open().finally(() => this.#opening = undefined);
+    return this.#opening = this.#open().finally(() => this.#opening = undefined);
   }
 
   /**
@@ -153,6 +157,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
    */
   async #open(): Promise<Transaction> {
     for (let settles = 0; ; settles++) {
+      if (settles > MAX_SETTLES) throw new FvError("KAFKA_RETRYABLE", `beginning a transaction: the last one's records and offset commits may still be open at the broker (broker connections kept closing while ${MAX_SETTLES} transactions ended them); the session starts over`);
       let tx: Transaction;
       try {
         tx = await this.#producer.beginTransaction();
@@ -162,9 +167,10 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       this.#tx = tx;
       this.#state.began();
       this.#offsetsAdded = false;
+      // Until the first send or offsets: an abort of it ends the pieces it holds as they owe.
+      this.#holdsOnly = true;
       const settle = await this.#hold(tx);
       if (settle === "clean") return tx;
-      if (settles >= MAX_SETTLES) throw new FvError("KAFKA_RETRYABLE", `beginning a transaction: the last one's records and offset commits may still be open at the broker (broker connections kept closing while ${settles} transactions ended them); the session starts over`);
       this.#tx = undefined;
       this.#state.ended();
       this.#log?.("warn", `a broker connection closed after the last transaction of this producer ended, so the broker may have skipped its markers: ending what it may have left open first, with ${settle === "commit" ? "a commit" : "an abort"} (${describeLeftovers(this.#leftovers)})`);
@@ -181,16 +187,19 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     this.#state.wrote();
     leftovers.holding();
     try {
-      // The library adds a group by its id alone.
-      // (Either call returns no promise when it has nothing to add.)
-      for (const groupId of groups) await this.#inflight.track(Promise.resolve(tx.addConsumer({ groupId } as Parameters<Transaction["addConsumer"]>[0])));
-      if (partitions.length) {
-        const metadata = await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] });
-        // Partition -1: every partition of the topic (librdkafka's producer picks partitions itself).
-        const every = partitions.flatMap((tp) => tp.partition >= 0 ? [tp] : Array.from({ length: metadata.topics.get(tp.topic)?.partitionsCount ?? 0 }, (_, partition) => ({ topic: tp.topic, partition })));
-        // The library reads only the topic and partition of these "messages" (nothing is produced).
-        await this.#inflight.track(Promise.resolve(tx.addPartitions(metadata, every as unknown as Parameters<Transaction["addPartitions"]>[1])));
-      }
+      const metadata = partitions.length ? await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] }) : undefined;
+      // Partition -1: every partition of the topic (librdkafka's producer picks partitions itself).
+      // Copies: the library writes the partition of these "messages" back (it reads only topic and partition; nothing is produced).
+      const every = partitions.flatMap((tp) =>
+        tp.partition >= 0 ? [{ ...tp }] : Array.from({ length: metadata?.topics.get(tp.topic)?.partitionsCount ?? 0 }, (_, partition) => ({ topic: tp.topic, partition }))
+      );
+      // The groups (AddOffsetsToTxn, by the group's id alone) and the partitions (AddPartitionsToTxn)
+      // at once: a transaction that holds only some of them is ended as they owe anyway. (Either
+      // call returns no promise when it has nothing to add.)
+      await Promise.all([
+        ...groups.map((groupId) => this.#inflight.track(Promise.resolve(tx.addConsumer({ groupId } as Parameters<Transaction["addConsumer"]>[0])))),
+        ...(metadata && every.length ? [this.#inflight.track(Promise.resolve(tx.addPartitions(metadata, every as unknown as Parameters<Transaction["addPartitions"]>[1])))] : []),
+      ]);
     } catch (error) {
       // Right after a broker restart its metadata may not know a topic yet: tried again with the
       // session (a topic deleted for good fails the loop after its consecutive restarts).
@@ -217,6 +226,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     if (records.length === 0) return [];
     const tx = await this.#begin();
     this.#state.wrote();
+    this.#holdsOnly = false;
     const written = new Map<string, CommitOffset>();
     try {
       for (const messages of chunkBySize(records.map(toMessage))) {
@@ -241,6 +251,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     }
     const tx = await this.#begin();
     this.#state.wrote();
+    this.#holdsOnly = false;
     try {
       if (!this.#offsetsAdded) {
         // The library answers a group already added (held first, src/kafka/leftovers.ts) with no promise.
@@ -302,7 +313,9 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     // require_stable reader of that partition, and the producer's next commit marker makes it
     // the committed offset, moving the partition to a stale position.
     await deadline(this.#inflight.settled(), ABORT_WAIT_MS).catch(() => {});
-    await this.#end(tx, "abort", "aborting a transaction");
+    // A transaction with no work of its own ends what it holds as they owe: aborting a committed
+    // transaction's pieces where some of its markers were written would split it.
+    await this.#end(tx, this.#holdsOnly ? this.#leftovers.owed : "abort", "aborting a transaction");
   }
 
   /**
@@ -315,6 +328,9 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     const tx = await this.#begin();
     this.#tx = undefined;
     this.#state.ended();
+    // Its abort markers end what it holds; if the broker skips them, the next transaction holds these.
+    this.#leftovers.addGroup(consumer.groupId);
+    for (const tp of written) this.#leftovers.addPartition(tp.topic, tp.partition);
     try {
       await tx.addConsumer(consumer);
       if (written.length) {
