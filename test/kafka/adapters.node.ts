@@ -12,7 +12,7 @@
  */
 import assert from "node:assert/strict";
 import { channel as diagnosticsChannel, tracingChannel } from "node:diagnostics_channel";
-import { Admin as LibraryAdmin } from "@platformatic/kafka";
+import { Admin as LibraryAdmin, UserError } from "@platformatic/kafka";
 import { findSymbol, wrapApi } from "../../src/kafka/platformatic/api-hook.ts";
 import { after, describe, test } from "node:test";
 import { resolveKafkaClient } from "../../src/kafka/clients.ts";
@@ -300,7 +300,14 @@ for (const adapter of ADAPTERS) {
     // broker "skips" the markers because it never heard of those pieces: with its transaction
     // verification off, AddPartitionsToTxn for the output and AddOffsetsToTxn are kept from it
     // (a hook on the library's requests), while the records and the offset commit reach it.
-    test("a commit whose markers the broker skipped is ended as a commit, outputs and offsets alike, before the producer's next transaction writes", { skip: adapter !== "platformatic" && "hooks the pure-JS client's requests" }, async () => {
+    /**
+     * T0 commits as usual; then T1 commits with its markers "skipped": the broker's transaction
+     * verification is off, and AddPartitionsToTxn for `output` and AddOffsetsToTxn are kept from
+     * it, so T1's record in `output` and its offset commit reach it with no marker to follow (its
+     * record in `marked` gets one). Then the producer's connection closes, as when the broker goes
+     * away. `failAddPartitions` makes the next AddPartitionsToTxn fail.
+     */
+    async function afterSkippedMarkers(prefix: string) {
       const input = await topicWith(1, ["a", "b", "c", "d"].map((value) => ({ topic: "", key: null, value })));
       const output = await topicWith(1);
       const marked = await topicWith(1);
@@ -312,24 +319,24 @@ for (const adapter of ADAPTERS) {
         if (type === "producer") library ??= instance;
       };
       instances.subscribe(onInstance);
-      const { group, tx, consumer } = await transactionWithMember("fv-port-skipped-markers", input).finally(() => instances.unsubscribe(onInstance));
+      const { group, tx, consumer } = await transactionWithMember(prefix, input).finally(() => instances.unsubscribe(onInstance));
       assert.ok(library, "the library producer was seen");
-      let skipping = false;
+      const hooks = { skipping: false, failAddPartitions: false };
       wrapApi(library, "AddPartitionsToTxn", (api) => (...args: unknown[]) => {
+        // A UserError: the library retries errors that are not its own.
+        if (hooks.failAddPartitions) return (args.at(-1) as (error: Error) => void)(new UserError("AddPartitionsToTxn refused by the test"));
         const [request] = args[1] as Array<{ topics: Array<{ name: string }> }>;
-        if (skipping) request!.topics = request!.topics.filter((t) => t.name !== output);
+        if (hooks.skipping) request!.topics = request!.topics.filter((t) => t.name !== output);
         return api(...args);
       }, "test");
-      wrapApi(library, "AddOffsetsToTxn", (api) => (...args: unknown[]) => skipping ? (args.at(-1) as (error: null) => void)(null) : api(...args), "test");
+      wrapApi(library, "AddOffsetsToTxn", (api) => (...args: unknown[]) => hooks.skipping ? (args.at(-1) as (error: null) => void)(null) : api(...args), "test");
       await pollUntil(consumer, 4);
       const admin = track(k().admin({ clientId: "fv-port-admin" }));
       const offsetsTo = (offset: bigint) => tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset }]);
 
-      // T0, as usual.
       await tx.send([{ topic: output, key: null, value: "t0", partition: 0 }]);
       await offsetsTo(1n);
       await tx.commit();
-      // T1: its coordinator completes it with a marker in `marked` only.
       const VERIFICATION = "transaction.partition.verification.enable";
       // Set (or back to the default), then read back until the broker has taken it.
       const verification = async (value: string | null) => {
@@ -343,12 +350,12 @@ for (const adapter of ADAPTERS) {
       const libraryAdmin = new LibraryAdmin({ clientId: "fv-port-configs", bootstrapBrokers: BROKERS });
       try {
         await verification("false");
-        skipping = true;
+        hooks.skipping = true;
         await tx.send([{ topic: output, key: null, value: "t1", partition: 0 }, { topic: marked, key: null, value: "m1", partition: 0 }]);
         await offsetsTo(3n);
         await tx.commit();
       } finally {
-        skipping = false;
+        hooks.skipping = false;
         await verification(null).catch(() => {});
         await libraryAdmin.close();
       }
@@ -357,12 +364,35 @@ for (const adapter of ADAPTERS) {
       const connections = (library as Record<symbol, { getEstablishedConnection(broker: { host: string; port: number }): { close(): Promise<void> } | undefined }>)[findSymbol(library, "plt.kafka.base.connections")!]!;
       const [host, port] = BROKERS[0]!.split(":");
       await connections.getEstablishedConnection({ host: host!, port: Number(port) })!.close();
+      return { input, output, marked, group, tx, admin, hooks };
+    }
+
+    test("a commit whose markers the broker skipped is ended as a commit, outputs and offsets alike, before the producer's next transaction writes", { skip: adapter !== "platformatic" && "hooks the pure-JS client's requests" }, async () => {
+      const { input, output, group, tx, admin } = await afterSkippedMarkers("fv-port-skipped-markers");
       // T2 writes to the same output partition and is aborted.
       await tx.send([{ topic: output, key: null, value: "t2", partition: 0 }]);
       await tx.abort();
       // T1 counts as committed everywhere: its output visible, its offset the committed one.
       assert.deepEqual(values(await admin.readPartition(output, 0)), ["t0", "t1"]);
       assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 3n }]);
+    });
+
+    // With several brokers some of a commit's markers may have been written: aborting the rest
+    // would split it. So a transaction that holds only the leftovers is never aborted.
+    test("a transaction that fails while it holds only a skipped commit's leftovers is ended as a commit, and the pieces it did not hold are committed by the next", { skip: adapter !== "platformatic" && "hooks the pure-JS client's requests" }, async () => {
+      const { input, output, marked, group, tx, admin, hooks } = await afterSkippedMarkers("fv-port-skipped-held-part");
+      // The group is held, the output partition is refused: the send fails before writing.
+      hooks.failAddPartitions = true;
+      await assert.rejects(tx.send([{ topic: output, key: null, value: "t2", partition: 0 }]), /holding what the last transaction may have left open/);
+      await tx.abort();
+      hooks.failAddPartitions = false;
+      // Ended as a commit: T1's offset is the committed one (an abort would have dropped it).
+      assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 3n }]);
+      // The next transaction first ends the output partition with a commit, then does its work.
+      await tx.send([{ topic: marked, key: null, value: "m2", partition: 0 }]);
+      await tx.commit();
+      assert.deepEqual(values(await admin.readPartition(output, 0)), ["t0", "t1"]);
+      assert.deepEqual(values(await admin.readPartition(marked, 0)), ["m1", "m2"]);
     });
 
     // Fault soak (Bun, seeds 32 and 33): the broker dropped a commit's markers (controlled shutdown

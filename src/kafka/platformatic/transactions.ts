@@ -1,6 +1,6 @@
 /** Transactions on @platformatic/kafka: outputs and consumer offsets committed together. */
 import type { Buffer } from "node:buffer";
-import { type Consumer as PltConsumer, Producer as PltProducer } from "@platformatic/kafka";
+import { type Consumer as PltConsumer, Producer as PltProducer, UserError } from "@platformatic/kafka";
 import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
@@ -42,9 +42,13 @@ function describeLeftovers(leftovers: TransactionLeftovers): string {
   return [...[...topics].map(([topic, ps]) => `${topic}[${ps.join(",")}]`), ...groups.map((g) => `offsets of group ${g}`)].join(", ");
 }
 
-/** A hooked API called with arguments the hook does not know: not retried by the library (canRetry: false), the loop fails with this message. */
+/**
+ * A hooked API called with arguments the hook does not know: the loop fails with this message.
+ * A UserError, which the library does not retry (it reads `canRetry: false` from its own errors
+ * only, and retries any other error) and the adapter takes as fatal.
+ */
 function failChanged(args: unknown[], name: string, why: string): unknown {
-  const changed = Object.assign(new Error(`@platformatic/kafka changed: its ${name} call takes other arguments; ${why} needs a new hook`), { canRetry: false });
+  const changed = new UserError(`@platformatic/kafka changed: its ${name} call takes other arguments; ${why} needs a new hook`);
   const callback = args[args.length - 1];
   if (typeof callback === "function") return callback(changed);
   throw changed;
