@@ -65,6 +65,8 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
    * before librdkafka registers it.
    */
   readonly #leftovers: TransactionLeftovers;
+  /** The open transaction's commit was called and got no answer (it may have been committed). */
+  #commitUnanswered = false;
   readonly #settle: () => Promise<void>;
   readonly #onError = (error: { code?: number }) => {
     if (error?.code === ERR.TRANSPORT || error?.code === ERR.ALL_BROKERS_DOWN) this.#leftovers.disconnected();
@@ -187,10 +189,12 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     } catch (error) {
       // Still open: the loop aborts it (librdkafka needs the abort before the next begin).
       this.#leftovers.dropped();
+      this.#commitUnanswered = true;
       throw this.#failed(error, "committing a transaction");
     }
     this.#state.ended();
     this.#troubled = false;
+    this.#commitUnanswered = false;
   }
 
   async abort(): Promise<void> {
@@ -200,10 +204,14 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     try {
       await call((cb) => this.#producer.abortTransaction(TRANSACTION_CALL_TIMEOUT_MS, cb));
     } catch (error) {
+      // After a commit that got no answer, the coordinator may have committed: its pieces are
+      // ended again as that commit asked.
+      if (this.#commitUnanswered) this.#leftovers.ending("commit");
       this.#leftovers.dropped();
       throw this.#failed(error, "aborting a transaction");
     }
     this.#troubled = false;
+    this.#commitUnanswered = false;
   }
 
   async releasePendingOffsets(group: GroupMetadata, held: TopicPartition): Promise<void> {
@@ -239,12 +247,12 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
    * until then: the CLI ends with process.exit).
    */
   async close(): Promise<void> {
+    // Its own closing (or a handle left as it is, retrying) is not a broker going away.
+    this.#producer.off("event.error", this.#onError);
     if (!this.#initialized) return;
     const initialized = await this.#initialized.then(() => true, () => false);
     if (!initialized) return;
     await this.abort().catch(() => {});
-    // Its own closing (or a handle left as it is, retrying) is not a broker going away.
-    this.#producer.off("event.error", this.#onError);
     if (this.#troubled) return;
     await disconnect(this.#producer);
   }

@@ -128,7 +128,9 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       }
       return api(...args);
     }, recorded);
+    // A connection that closed, or one that could not be made (the broker was away meanwhile).
     this.#producer.on("client:broker:disconnect", this.#onDisconnect);
+    this.#producer.on("client:broker:failed", this.#onDisconnect);
   }
 
   get inTransaction(): boolean {
@@ -161,7 +163,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
    */
   async #open(): Promise<Transaction> {
     for (let settles = 0; ; settles++) {
-      if (settles > MAX_SETTLES) throw new FvError("KAFKA_RETRYABLE", `beginning a transaction: the last one's records and offset commits may still be open at the broker (broker connections kept closing while ${MAX_SETTLES} transactions ended them); the session starts over`);
+      if (settles >= MAX_SETTLES) throw new FvError("KAFKA_RETRYABLE", `beginning a transaction: the last one's records and offset commits may still be open at the broker (broker connections kept closing while ${MAX_SETTLES} transactions ended them); the session starts over`);
       let tx: Transaction;
       try {
         tx = await this.#producer.beginTransaction();
@@ -182,7 +184,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     }
   }
 
-  /** The carried pieces join the open transaction: its groups (AddOffsetsToTxn), then its partitions (AddPartitionsToTxn). */
+  /** The carried pieces join the open transaction: its groups (AddOffsetsToTxn) and its partitions (AddPartitionsToTxn). */
   async #hold(tx: Transaction): Promise<"clean" | "commit" | "abort"> {
     const leftovers = this.#leftovers;
     if (leftovers.empty) return leftovers.held();
@@ -197,11 +199,15 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       const every = partitions.flatMap((tp) =>
         tp.partition >= 0 ? [{ ...tp }] : Array.from({ length: metadata?.topics.get(tp.topic)?.partitionsCount ?? 0 }, (_, partition) => ({ topic: tp.topic, partition }))
       );
-      // The groups (AddOffsetsToTxn, by the group's id alone) and the partitions (AddPartitionsToTxn)
-      // at once: a transaction that holds only some of them is ended as they owe anyway. (Either
-      // call returns no promise when it has nothing to add.)
+      // The groups (AddOffsetsToTxn, by the group's id alone; one after another, since the library
+      // shares a call in flight with the next) and the partitions (AddPartitionsToTxn) at once: a
+      // transaction that holds only some of them is ended as they owe anyway. (Either call returns
+      // no promise when it has nothing to add.)
+      const addGroups = async () => {
+        for (const groupId of groups) await this.#inflight.track(Promise.resolve(tx.addConsumer({ groupId } as Parameters<Transaction["addConsumer"]>[0])));
+      };
       await Promise.all([
-        ...groups.map((groupId) => this.#inflight.track(Promise.resolve(tx.addConsumer({ groupId } as Parameters<Transaction["addConsumer"]>[0])))),
+        addGroups(),
         ...(metadata && every.length ? [this.#inflight.track(Promise.resolve(tx.addPartitions(metadata, every as unknown as Parameters<Transaction["addPartitions"]>[1])))] : []),
       ]);
     } catch (error) {
@@ -343,6 +349,8 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
         await tx.addPartitions(metadata, written.map((tp) => ({ topic: tp.topic, partition: tp.partition })) as unknown as Parameters<Transaction["addPartitions"]>[1]);
       }
     } catch (error) {
+      // Its coordinator aborts it (at its timeout): what it holds owes an abort.
+      this.#leftovers.ending("abort");
       this.#leftovers.dropped();
       throw classify(error, "releasing pending offset commits");
     }
@@ -353,6 +361,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     await this.abort().catch(() => {});
     // Its own closing is not a broker going away.
     this.#producer.off("client:broker:disconnect", this.#onDisconnect);
+    this.#producer.off("client:broker:failed", this.#onDisconnect);
     await this.#producer.close(true);
   }
 }
