@@ -8,7 +8,6 @@ import type { ConfluentMember } from "./consumer.ts";
 import { classify, classifyTransactional, ERR } from "./errors.ts";
 import { TransactionLeftovers } from "../leftovers.ts";
 import type { Logger } from "../../logger.ts";
-import { PlatformaticTransactionalProducer } from "../platformatic/transactions.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
 import { onDelivery, produceAll, producerConfig } from "./producer.ts";
 
@@ -76,6 +75,8 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     this.#members = members;
     this.#leftovers = leftovers;
     this.#settle = async () => {
+      // Loaded only when needed: the pure-JS client stays out of a librdkafka process otherwise.
+      const { PlatformaticTransactionalProducer } = await import("../platformatic/transactions.ts");
       const settler = new PlatformaticTransactionalProducer(brokers, `${clientId}-settle`, transactionalId, new GroupMembers("platformatic"), leftovers, log);
       try {
         await settler.ready();
