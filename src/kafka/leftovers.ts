@@ -12,14 +12,14 @@
  *
  * So every transaction first holds every piece its predecessor may have left: the groups it
  * committed offsets for (AddOffsetsToTxn) and the partitions it wrote to (AddPartitionsToTxn),
- * before it writes anything; whatever its markers say then says it for all of them at once. Once those requests are answered the coordinator has finished
- * the predecessor; if no broker connection closed between the predecessor's EndTxn and that
- * answer, its markers were written (a skipped marker needs its broker to go away), and the pieces
- * are forgotten. Otherwise they are settled before any work: a transaction that holds only them
- * ends the way the predecessor did (commit; or abort, which also covers a transaction dropped
- * without an EndTxn or one that did not get to hold everything, since its coordinator aborts it
- * with only some of the pieces: the rest must be aborted too). Kept per transactional id for the
- * life of the process, so a session's new producer settles what the last session's left.
+ * before it writes anything; whatever its markers say then says it for all of them at once. Once
+ * those requests are answered the coordinator has finished the predecessor; if no broker
+ * connection closed (or failed to open) between the predecessor's EndTxn and that answer, its
+ * markers were written (a skipped marker needs its broker to go away), and the pieces are
+ * forgotten. Otherwise they are ended before any work, by a transaction that holds only them and
+ * ends the way the predecessor did. A transaction that holds only them and did not get to hold
+ * them all also ends that way, and the pieces are ended again. Kept per transactional id for the
+ * life of the process, so a session's new producer ends what the last session's left.
  *
  * Pure bookkeeping: the adapter sends the requests and reports what happened.
  */
@@ -28,10 +28,16 @@ import type { TopicPartition } from "./port.ts";
 /** What the open transaction does once it holds the pieces: go on with its work, or end as the predecessor did. */
 export type Settle = "clean" | "commit" | "abort";
 
+/** One `TransactionLeftovers` per transactional id, for the life of a client. */
+export function leftoversById(): (transactionalId: string) => TransactionLeftovers {
+  const byId = new Map<string, TransactionLeftovers>();
+  return (id) => byId.get(id) ?? byId.set(id, new TransactionLeftovers()).get(id)!;
+}
+
 export class TransactionLeftovers {
   readonly #partitions = new Map<string, TopicPartition>();
   readonly #groups = new Set<string>();
-  /** How the transaction that last ended ended: an abort also when it was dropped without EndTxn. */
+  /** How the transaction that last ended ended (asked for: an unanswered EndTxn counts as asked). */
   #owed: "commit" | "abort" = "commit";
   /** Broker connections closed so far, and how many had when the last EndTxn went out (NaN: it did not go out). */
   #disconnects = 0;

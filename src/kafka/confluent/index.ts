@@ -18,7 +18,7 @@
  */
 import type { KafkaClient } from "../port.ts";
 import { GroupMembers } from "../shared.ts";
-import { TransactionLeftovers } from "../leftovers.ts";
+import { leftoversById } from "../leftovers.ts";
 import { ConfluentAdmin } from "./admin.ts";
 import { ConfluentConsumer, type ConfluentMember, KnownOffsets } from "./consumer.ts";
 import { loadLibrary } from "./library.ts";
@@ -33,8 +33,7 @@ export function confluentClient(brokers: string[]): KafkaClient {
   const known = new KnownOffsets();
   const members = new GroupMembers<ConfluentMember>("confluent");
   // Per transactional id, for the life of the client: a session's new producer has what the last one's may have left open ended first.
-  const leftovers = new Map<string, TransactionLeftovers>();
-  const leftoversOf = (id: string) => leftovers.get(id) ?? leftovers.set(id, new TransactionLeftovers()).get(id)!;
+  const leftoversOf = leftoversById();
   return {
     name: "confluent",
     consumer: (options) => new ConfluentConsumer(lib, brokers, options, known, members),

@@ -6,7 +6,7 @@
 import type { Consumer as PltConsumer } from "@platformatic/kafka";
 import type { KafkaClient } from "../port.ts";
 import { GroupMembers } from "../shared.ts";
-import { TransactionLeftovers } from "../leftovers.ts";
+import { leftoversById } from "../leftovers.ts";
 import { PlatformaticAdmin } from "./admin.ts";
 import { PlatformaticConsumer } from "./consumer.ts";
 import { PlatformaticProducer } from "./producer.ts";
@@ -16,8 +16,7 @@ import { PlatformaticTransactionalProducer } from "./transactions.ts";
 export function platformaticClient(brokers: string[]): KafkaClient {
   const members = new GroupMembers<PltConsumer>("platformatic");
   // Per transactional id, for the life of the client: a session's new producer settles what the last one's may have left open.
-  const leftovers = new Map<string, TransactionLeftovers>();
-  const leftoversOf = (id: string) => leftovers.get(id) ?? leftovers.set(id, new TransactionLeftovers()).get(id)!;
+  const leftoversOf = leftoversById();
   return {
     name: "platformatic",
     consumer: (options) => new PlatformaticConsumer(brokers, options, members),

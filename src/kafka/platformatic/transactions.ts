@@ -10,7 +10,7 @@ import { checkWritten, chunkBySize } from "./producer.ts";
 import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
 import { wrapApi } from "./api-hook.ts";
-import { TransactionLeftovers } from "../leftovers.ts";
+import { type Settle, TransactionLeftovers } from "../leftovers.ts";
 import type { Logger } from "../../logger.ts";
 
 /** An abort waits this long for the transaction's requests to settle: past the library's retries of one request. */
@@ -185,7 +185,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   }
 
   /** The carried pieces join the open transaction: its groups (AddOffsetsToTxn) and its partitions (AddPartitionsToTxn). */
-  async #hold(tx: Transaction): Promise<"clean" | "commit" | "abort"> {
+  async #hold(tx: Transaction): Promise<Settle> {
     const leftovers = this.#leftovers;
     if (leftovers.empty) return leftovers.held();
     const { partitions, groups } = leftovers.carried();
