@@ -11,6 +11,7 @@ import type { Written } from "../kafka/port.ts";
 import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
 import { HeardWatermarks, type HopSource } from "./repartition.ts";
 import { keyText } from "./record-codec.ts";
+import { OFFSETS_KEY, stageGroups, TIME_KEY } from "./changelog-groups.ts";
 
 /** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
 export interface Task {
@@ -25,6 +26,8 @@ export interface Task {
   eventTimes: Map<string, number>;
   /** Its local state store (STREAM_STATE_DIR), when on. */
   store?: LocalStateStore;
+  /** Keys a group cut short wrote, with their restored values: the next changelog writes them first. */
+  repairs?: StoreChange[];
   /** The operator's state bytes when last walked (stateSize), and when to walk again: see STATE_BYTES_MS. */
   bytes?: { value: number; next: number };
 }
@@ -129,6 +132,10 @@ interface DecodedState {
   fromStore: number;
   /** The store's entries were left where they are (a spilling restore): only bookkeeping was read. */
   lazy: boolean;
+  /** The keys of a group cut short (not applied), with their restored values: written again first (changelog-groups.ts). */
+  repairs: StoreChange[];
+  /** Where the local store may cover the changelog to after this read: never past a group cut short. */
+  storeCovers: bigint | undefined;
 }
 
 /** Live state of one input partition's tasks: keys and heap bytes, the local store's keys and size, and the cache of spilling operators. */
@@ -173,14 +180,6 @@ function fingerprintOf(stage: CompiledStage): string {
   };
   return fnv(0x811c9dc5) + fnv(0x050c5d1f);
 }
-
-/** Key of the changelog entry that records which input offsets a task's state covers. */
-const OFFSETS_KEY = "\u0000offsets";
-/**
- * Key of the changelog entry with the task's event-time progress: `{ eventTimes: { topic: ms },
- * heard: { source: ms } }`. Restored, it lets windows that were due close without new rows.
- */
-const TIME_KEY = "\u0000time";
 
 /**
  * The stateful operators of one consumer loop: one instance per (stage, partition), restored from
@@ -423,9 +422,12 @@ export class OperatorTasks {
     // A changelog not yet compacted holds a version of a key for every checkpoint that changed
     // it, and only the last counts: the records are read from the end, the last version of each
     // key kept, and only those are parsed, in log order.
+    // Only complete groups are applied: the stage's records after its last offsets record are a
+    // group a kill cut short (changelog-groups.ts).
+    const { complete, cut } = stageGroups(records, prefix);
     const latest: Array<{ stateKey: string; record: InboundRecord }> = [];
     const seen = new Set<string>();
-    for (let i = records.length - 1; i >= 0; i--) {
+    for (let i = complete - 1; i >= 0; i--) {
       const record = records[i]!;
       const key = record.key ? decoder.decode(record.key) : "";
       if (!key.startsWith(prefix) || seen.has(key)) continue;
@@ -479,7 +481,39 @@ export class OperatorTasks {
       if (store) changes.push({ key: stateKey, value: text });
       apply(stateKey, value);
     }
-    return { entries, covered, eventTimes, heard, changes, fromStore, lazy: lazy && store !== undefined };
+    const repairs = this.#repairsOf(cut, prefix, latest, store);
+    if (cut.length > 0) {
+      this.#options.log?.(
+        "warn",
+        `stage ${stage.index + 1} partition ${partition}: the changelog ends with a checkpoint cut short (${cut.length} record(s) of ${this.#options.stateTopic}[${partition}] from offset ${cut[0]!.offset}, after the last complete one: a process stopped while writing it); not applied, and its ${repairs.length} key(s) are written again with the restored values`,
+      );
+    }
+    const storeCovers = cut.length > 0 ? cut[0]!.offset : records.length > 0 ? records[records.length - 1]!.offset + 1n : store?.covered;
+    return { entries, covered, eventTimes, heard, changes, fromStore, lazy: lazy && store !== undefined, repairs, storeCovers };
+  }
+
+  /** The keys of a group cut short, each with its value before that group (from the complete groups, else the local store), or a tombstone. */
+  #repairsOf(cut: readonly InboundRecord[], prefix: string, latest: ReadonlyArray<{ stateKey: string; record: InboundRecord }>, store: LocalStateStore | undefined): StoreChange[] {
+    if (cut.length === 0) return [];
+    const decoder = new TextDecoder();
+    const before = new Map(latest.map(({ stateKey, record }) => [stateKey, record.value === null ? null : decoder.decode(record.value)]));
+    const repairs = new Map<string, string | null>();
+    for (const record of cut) {
+      const stateKey = decoder.decode(record.key!).slice(prefix.length);
+      if (repairs.has(stateKey)) continue;
+      if (before.has(stateKey)) {
+        repairs.set(stateKey, before.get(stateKey)!);
+        continue;
+      }
+      let stored: unknown;
+      try {
+        stored = store?.get(stateKey);
+      } catch (error) {
+        throw new StoreUnreadable(`a stored value does not decode (${(error as Error).message})`);
+      }
+      repairs.set(stateKey, stored === undefined ? null : JSON.stringify(stored));
+    }
+    return [...repairs].map(([key, value]) => ({ key, value }));
   }
 
   /**
@@ -492,8 +526,7 @@ export class OperatorTasks {
     op.restore(read.entries, { unique: true });
     if (!read.lazy || !store) return op;
     if (records.length > 0 || (topicId !== undefined && store.topicId === undefined)) {
-      const covered = records.length > 0 ? records[records.length - 1]!.offset + 1n : store.covered ?? 0n;
-      if (!(await store.write(read.changes, covered, topicId))) {
+      if (!(await store.write(read.changes, read.storeCovers ?? 0n, topicId))) {
         throw new FvError("KAFKA_RETRYABLE", `the local state store ${store.path} was taken over while stage ${stage.index + 1} partition ${partition} restored: starting over`);
       }
     }
@@ -505,7 +538,7 @@ export class OperatorTasks {
 
   #install(stage: CompiledStage, partition: number, op: Operator, read: DecodedState, records: InboundRecord[], releases: number, store: LocalStateStore | undefined, topicId: string | undefined): Task {
     const { covered, eventTimes, heard } = read;
-    const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes, ...(store ? { store } : {}) };
+    const task: Task = { stage, partition, op, covered, offsetsDirty: false, eventTimes, ...(store ? { store } : {}), ...(read.repairs.length ? { repairs: read.repairs } : {}) };
     // Event-time progress comes back with the state: a partition without new rows still counts
     // with how far it got (until it goes idle), and a hop partition with what it last heard.
     const now = Date.now();
@@ -522,7 +555,7 @@ export class OperatorTasks {
       // The tail read goes into the store, which then covers the changelog up to its end (a
       // spilling restore wrote it already).
       if (store && !read.lazy && (records.length > 0 || (topicId !== undefined && store.topicId === undefined))) {
-        this.#track(store.write(read.changes, records.length > 0 ? records[records.length - 1]!.offset + 1n : store.covered ?? 0n, topicId));
+        this.#track(store.write(read.changes, read.storeCovers ?? 0n, topicId));
       }
     } else {
       this.#closeLater(store);
@@ -695,12 +728,17 @@ export class OperatorTasks {
         out.push({ topic: this.#options.stateTopic, partition: task.partition, key: prefix + key, value });
         if (task.store) changes.push({ key, value });
       };
+      const first = out.length;
+      // A group cut short before this task was restored: its keys again, as restored, before anything newer.
+      for (const { key, value } of task.repairs ?? []) add(key, value);
+      delete task.repairs;
       for (const entry of task.op.drainChanges()) add(entry.key, entry.value === null ? null : JSON.stringify(entry.value));
       if (task.offsetsDirty || this.#heard.dirty(task.stage.index, task.partition)) {
         const heard = this.#heard.take(task.stage.index, task.partition);
         add(TIME_KEY, JSON.stringify({ eventTimes: Object.fromEntries(task.eventTimes), heard }));
       }
-      if (task.offsetsDirty) {
+      // The offsets end every group (changelog-groups.ts), moved or not.
+      if (task.offsetsDirty || out.length > first) {
         add(OFFSETS_KEY, JSON.stringify(Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]))));
         task.offsetsDirty = false;
       }

@@ -15,6 +15,7 @@ import { PairMap } from "../kafka/topic-partition.ts";
 import type { Logger } from "../logger.ts";
 import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
 import type { StateRead } from "./state-reads.ts";
+import { stageGroups } from "./changelog-groups.ts";
 
 export interface StandbyOptions {
   groupId: string;
@@ -215,26 +216,32 @@ export class StandbyTasks {
       }
       copy.lag = Number(end - (covered ?? 0n));
       if (covered !== undefined && covered >= end) continue;
-      const changes = changesOf(copy.stage, records, covered ?? 0n);
-      if (!(await store.write(changes, end, topicId))) {
+      const { changes, covers } = changesOf(copy.stage, records, covered ?? 0n, end);
+      if (!(await store.write(changes, covers, topicId))) {
         // Taken over (the partition became active here meanwhile): no longer a standby.
         if (this.#standbys.get(copy.stage.index, partition) === copy) this.#standbys.delete(copy.stage.index, partition);
         continue;
       }
-      // Caught up with the changelog's end as this read found it. (The lag was the one before the
-      // read: while the owner kept writing, a copy that caught up every round still read as behind,
-      // and the standby test waited 30 s for a lag of 0 on a busy machine.)
-      copy.lag = 0;
+      // Caught up with the changelog's end as this read found it, but a group still being written.
+      // (The lag was the one before the read: while the owner kept writing, a copy that caught up
+      // every round still read as behind, and the standby test waited 30 s for a lag of 0 on a
+      // busy machine.)
+      copy.lag = Number(end - covers);
     }
   }
 }
 
-/** One stage's changes among changelog records at or after `from`, the last version of each key. */
-function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from: bigint): StoreChange[] {
+/**
+ * One stage's changes among changelog records at or after `from`, the last version of each key,
+ * from its complete groups only; and how far the copy then covers the changelog: up to the
+ * stage's group still being written (or cut short), read again next time, else `end`.
+ */
+function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from: bigint, end: bigint): { changes: StoreChange[]; covers: bigint } {
   const prefix = `${stage.index}/`;
   const decoder = new TextDecoder();
   const latest = new Map<string, string | null>();
-  for (const record of records) {
+  const { complete, cut } = stageGroups(records, prefix);
+  for (const record of records.slice(0, complete)) {
     if (record.offset < from || !record.key) continue;
     const key = decoder.decode(record.key);
     if (!key.startsWith(prefix)) continue;
@@ -243,5 +250,6 @@ function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from
     latest.delete(stateKey);
     latest.set(stateKey, record.value === null ? null : decoder.decode(record.value));
   }
-  return [...latest].map(([key, value]) => ({ key, value }));
+  const pending = cut.find((record) => record.offset >= from);
+  return { changes: [...latest].map(([key, value]) => ({ key, value })), covers: pending ? pending.offset : end };
 }

@@ -72,3 +72,73 @@ describe("a state restore from a changelog not yet compacted", () => {
     expect((error as FvError).message).toContain(`fv-state-x[0]@${entry}`);
   });
 });
+
+describe("a changelog whose last group a kill cut short (at-least-once: one checkpoint's records in several produce requests)", () => {
+  const OFFSETS = "0/\u0000offsets";
+  /** Rows of keys at offsets `from`.. into the writer's task, then its changelog group. */
+  const checkpoint = (tasks: OperatorTasks, task: Awaited<ReturnType<OperatorTasks["task"]>>, keys: string[], from: number): OutboundRecord[] => {
+    keys.forEach((key, i) => {
+      const { record, row: r } = row(key, from + i);
+      tasks.process(task, record, r, 0);
+    });
+    return tasks.drainChangelog();
+  };
+  const valueOf = (log: OutboundRecord[], key: string) => log.find((r) => r.key === key)?.value;
+
+  test("every group ends with its offsets record", async () => {
+    const writer = tasksOver([]);
+    const task = await writer.task(stage, 0);
+    const group = checkpoint(writer, task, ["a", "b"], 0);
+    expect(group.at(-1)!.key).toBe(OFFSETS);
+    expect(group.filter((r) => r.key === OFFSETS).length).toBe(1);
+  });
+
+  test("is not applied: the rows it held are counted once when read again, and its keys are written again first, as restored", async () => {
+    const writer = tasksOver([]);
+    const task = await writer.task(stage, 0);
+    const g1 = checkpoint(writer, task, ["a", "b"], 0);
+    const afterG1 = structuredClone(task.op.snapshot());
+    const g2 = checkpoint(writer, task, ["a", "a", "c"], 2);
+    const full = structuredClone(task.op.snapshot());
+    // The kill lands after g2's first two records: a's new count is in the log, its offsets are not.
+    const cut = g2.slice(0, 2);
+    expect(cut.map((r) => r.key)).not.toContain(OFFSETS);
+    const logs: string[] = [];
+    const admin = { readPartition: async () => asRead([...g1, ...cut]) } as unknown as Admin;
+    const reader = new OperatorTasks([stage], admin, { ...options, log: (_level: string, message: string) => void logs.push(message) }, emptyCounters());
+    reader.setStageTopics(stage, ["in"]);
+    const restored = await reader.task(stage, 0);
+    expect(restored.op.snapshot()).toEqual(afterG1);
+    expect(restored.covered).toEqual(new Map([["in", 2n]]));
+    expect(logs.some((m) => m.includes("cut short") && m.includes(`from offset ${g1.length}`))).toBe(true);
+
+    // The rows of g2 come again (the group's offsets were not committed): each counted once.
+    const g3 = checkpoint(reader, restored, ["a", "a", "c"], 2);
+    expect(restored.op.snapshot()).toEqual(full);
+    // First the cut keys as restored (from g1), then the group's own changes, its offsets last.
+    const repaired = g3.slice(0, cut.length);
+    expect(repaired.map((r) => r.key)).toEqual(cut.map((r) => r.key));
+    for (const r of repaired) expect(r.value).toEqual(valueOf(g1, String(r.key)) ?? null);
+    expect(g3.at(-1)).toEqual({ ...g3.at(-1)!, key: OFFSETS, value: JSON.stringify({ in: "5" }) });
+
+    // The whole log, cut group included, restores to the full state.
+    const again = await tasksOver(asRead([...g1, ...cut, ...g3])).task(stage, 0);
+    expect(again.op.snapshot()).toEqual(full);
+  });
+
+  test("a restore that writes nothing but the repairs still ends them with the offsets; a second cut before them leaves the first one cut too", async () => {
+    const writer = tasksOver([]);
+    const task = await writer.task(stage, 0);
+    const g1 = checkpoint(writer, task, ["a"], 0);
+    const afterG1 = structuredClone(task.op.snapshot());
+    const cut = checkpoint(writer, task, ["b", "a"], 1).slice(0, 2);
+    const reader = tasksOver(asRead([...g1, ...cut]));
+    const restored = await reader.task(stage, 0);
+    expect(restored.op.snapshot()).toEqual(afterG1);
+    const group = reader.drainChangelog();
+    expect(group.map((x) => x.key)).toEqual([...cut.map((x) => x.key), OFFSETS]);
+    // That group cut too, after its first record: both cut groups stay unapplied.
+    const twice = await tasksOver(asRead([...g1, ...cut, group[0]!])).task(stage, 0);
+    expect(twice.op.snapshot()).toEqual(afterG1);
+  });
+});

@@ -10,6 +10,7 @@ import type { LocalStateStore, LocalStateStores, StoreChange } from "../../src/s
 import type { CompiledStage } from "../../src/topology/compile-topology.ts";
 
 const encoder = new TextEncoder();
+const OFFSETS = "\u0000offsets";
 const stage = { index: 0, operator: { compiled: { create: () => ({}) } } } as unknown as CompiledStage;
 
 /** A changelog partition's records: `0/<key>` → value, at offsets 0.. */
@@ -39,7 +40,7 @@ function setup(options: { failWith?: Error } = {}) {
   const logs: string[] = [];
   const failures: FvError[] = [];
   const opened: FakeStore[] = [];
-  const records = new Map([[1, changelog(1, [["a", "1"], ["b", "2"], ["a", "3"]])]]);
+  const records = new Map([[1, changelog(1, [["a", "1"], ["b", "2"], ["a", "3"], [OFFSETS, "{}"]])]]);
   const admin = {
     groupMembers: async () => [
       { memberId: "m-me", name: "me", partitions: [0] },
@@ -76,8 +77,22 @@ describe("StandbyTasks", () => {
     const { standbys, opened } = setup();
     await standbys.tick();
     expect(opened.map((s) => s.partition)).toEqual([1]);
-    expect(opened[0]!.written).toEqual([[{ key: "b", value: "2" }, { key: "a", value: "3" }]]);
-    expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 3, lag: 0 }]);
+    expect(opened[0]!.written).toEqual([[{ key: "b", value: "2" }, { key: "a", value: "3" }, { key: OFFSETS, value: "{}" }]]);
+    expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 4, lag: 0 }]);
+    await standbys.close();
+  });
+
+  test("a group not yet ended by its offsets record (being written, or cut short by a kill) is not applied: the copy covers up to it and reads it again", async () => {
+    const { standbys, opened, records } = setup();
+    records.set(1, changelog(1, [["a", "1"], [OFFSETS, "{}"], ["b", "2"], ["a", "3"]]));
+    await standbys.tick();
+    expect(opened[0]!.written).toEqual([[{ key: "a", value: "1" }, { key: OFFSETS, value: "{}" }]]);
+    expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 2, lag: 2 }]);
+    // Its offsets record arrives: the whole group is applied.
+    records.set(1, changelog(1, [["a", "1"], [OFFSETS, "{}"], ["b", "2"], ["a", "3"], [OFFSETS, '{"in":"9"}']]));
+    await standbys.tick();
+    expect(opened[0]!.written[1]).toEqual([{ key: "b", value: "2" }, { key: "a", value: "3" }, { key: OFFSETS, value: '{"in":"9"}' }]);
+    expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 5, lag: 0 }]);
     await standbys.close();
   });
 
