@@ -10,8 +10,15 @@
  * So a reader applies a stage's records only up to that stage's last offsets record: what follows
  * is a group cut short (or, to a standby, one still being written). Compaction never removes that
  * record (nothing of the same key comes after it), and a group cut short never holds one, so the
- * rule holds on a compacted log too. The restore then writes the keys of the cut group again with
- * the values it restored (`repairs`), so a later complete group can never make them count.
+ * rule holds on a compacted log too, with one limit: once the cut group's segment is no longer the
+ * active one, the cleaner may remove the committed version of a key the cut group changed, and its
+ * repair then writes a tombstone (docs/operators.md). The restore writes the keys of the cut group
+ * again with the values it restored (`repairs`), so a later complete group can never make them
+ * count.
+ *
+ * Changelogs written before this rule ended a group with its offsets only when they moved (a
+ * checkpoint that only fired timers wrote none), so the rule holds only after an offsets record that
+ * carries `GROUPS_MARK`; after an unmarked one every record is applied, as it was then.
  */
 import type { InboundRecord } from "../kafka/port.ts";
 
@@ -23,6 +30,25 @@ export const OFFSETS_KEY = "\u0000offsets";
  */
 export const TIME_KEY = "\u0000time";
 
+/** The field of an offsets value that says its writer ends every group with it (never a topic name: Kafka's allow no `@`). */
+export const GROUPS_MARK = "@groups";
+
+/** The offsets value of a task: `{ "@groups": 1, <topic or hop source>: "<next offset>", ... }`. */
+export function offsetsValue(covered: ReadonlyMap<string, bigint>): string {
+  const value: Record<string, string | number> = { [GROUPS_MARK]: 1 };
+  for (const [topic, offset] of covered) value[topic] = String(offset);
+  return JSON.stringify(value);
+}
+
+/** The covered offsets of an offsets value (parsed), without the mark. */
+export function coveredOf(value: unknown): Map<string, bigint> {
+  const covered = new Map<string, bigint>();
+  for (const [topic, offset] of Object.entries((value ?? {}) as Record<string, string>)) if (topic !== GROUPS_MARK) covered.set(topic, BigInt(offset));
+  return covered;
+}
+
+const marked = (value: unknown): boolean => typeof value === "object" && value !== null && GROUPS_MARK in value;
+
 /** One stage's view of changelog records: how many of them (from the start) hold its complete groups, and what comes after. */
 export interface StageGroups {
   /** Records `[0, complete)` hold every complete group of the stage (and other stages' records). */
@@ -33,16 +59,30 @@ export interface StageGroups {
 
 const decoder = new TextDecoder();
 
-/** Splits `records` (one changelog partition, in offset order) for the stage whose keys start with `prefix`. */
-export function stageGroups(records: readonly InboundRecord[], prefix: string): StageGroups {
+/**
+ * Splits `records` (one changelog partition, in offset order) for the stage whose keys start with
+ * `prefix`. `before` is the stage's offsets value from before these records (a local store's), if
+ * any: it says whether the rule holds when the records hold no offsets record of the stage.
+ */
+export function stageGroups(records: readonly InboundRecord[], prefix: string, before?: unknown): StageGroups {
   const end = prefix + OFFSETS_KEY;
   const cut: InboundRecord[] = [];
   for (let i = records.length - 1; i >= 0; i--) {
     const record = records[i]!;
     if (!record.key) continue;
     const key = decoder.decode(record.key);
-    if (key === end) return { complete: i + 1, cut: cut.reverse() };
+    if (key === end) {
+      let value: unknown;
+      try {
+        value = record.value === null ? null : JSON.parse(decoder.decode(record.value));
+      } catch {
+        value = null; // not JSON: the restore names it when it reads it
+      }
+      return marked(value) ? { complete: i + 1, cut: cut.reverse() } : { complete: records.length, cut: [] };
+    }
     if (key.startsWith(prefix)) cut.push(record);
   }
-  return { complete: 0, cut: cut.reverse() };
+  // No offsets record here: everything of the stage is cut, unless what came before was written
+  // before the rule.
+  return before !== undefined && !marked(before) ? { complete: records.length, cut: [] } : { complete: 0, cut: cut.reverse() };
 }

@@ -11,7 +11,7 @@ import type { Written } from "../kafka/port.ts";
 import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
 import { HeardWatermarks, type HopSource } from "./repartition.ts";
 import { keyText } from "./record-codec.ts";
-import { OFFSETS_KEY, stageGroups, TIME_KEY } from "./changelog-groups.ts";
+import { coveredOf, OFFSETS_KEY, offsetsValue, stageGroups, TIME_KEY } from "./changelog-groups.ts";
 
 /** The state of one stateful stage for one input partition number (a join's inputs are co-partitioned). */
 export interface Task {
@@ -414,7 +414,7 @@ export class OperatorTasks {
         heard = time.heard ?? {};
       } else if (stateKey === OFFSETS_KEY) {
         covered.clear();
-        for (const [topic, offset] of Object.entries((value ?? {}) as Record<string, string>)) covered.set(topic, BigInt(offset));
+        for (const [topic, offset] of coveredOf(value)) covered.set(topic, offset);
       } else {
         entries.push({ key: stateKey, value });
       }
@@ -424,7 +424,13 @@ export class OperatorTasks {
     // key kept, and only those are parsed, in log order.
     // Only complete groups are applied: the stage's records after its last offsets record are a
     // group a kill cut short (changelog-groups.ts).
-    const { complete, cut } = stageGroups(records, prefix);
+    let before: unknown;
+    try {
+      before = store?.get(OFFSETS_KEY);
+    } catch (error) {
+      throw new StoreUnreadable(`a stored value does not decode (${(error as Error).message})`);
+    }
+    const { complete, cut } = stageGroups(records, prefix, before);
     const latest: Array<{ stateKey: string; record: InboundRecord }> = [];
     const seen = new Set<string>();
     for (let i = complete - 1; i >= 0; i--) {
@@ -739,7 +745,7 @@ export class OperatorTasks {
       }
       // The offsets end every group (changelog-groups.ts), moved or not.
       if (task.offsetsDirty || out.length > first) {
-        add(OFFSETS_KEY, JSON.stringify(Object.fromEntries([...task.covered].map(([topic, offset]) => [topic, String(offset)]))));
+        add(OFFSETS_KEY, offsetsValue(task.covered));
         task.offsetsDirty = false;
       }
       if (changes.length) forStores.push({ task, changes, drains: task.op.drains ?? 0 });

@@ -15,7 +15,7 @@ import { PairMap } from "../kafka/topic-partition.ts";
 import type { Logger } from "../logger.ts";
 import type { LocalStateStore, LocalStateStores, StoreChange, StoreIdentity } from "../state/local-store.ts";
 import type { StateRead } from "./state-reads.ts";
-import { stageGroups } from "./changelog-groups.ts";
+import { OFFSETS_KEY, stageGroups } from "./changelog-groups.ts";
 
 export interface StandbyOptions {
   groupId: string;
@@ -216,7 +216,7 @@ export class StandbyTasks {
       }
       copy.lag = Number(end - (covered ?? 0n));
       if (covered !== undefined && covered >= end) continue;
-      const { changes, covers } = changesOf(copy.stage, records, covered ?? 0n, end);
+      const { changes, covers } = changesOf(copy.stage, records, covered ?? 0n, end, offsetsOf(store));
       if (!(await store.write(changes, covers, topicId))) {
         // Taken over (the partition became active here meanwhile): no longer a standby.
         if (this.#standbys.get(copy.stage.index, partition) === copy) this.#standbys.delete(copy.stage.index, partition);
@@ -231,18 +231,28 @@ export class StandbyTasks {
   }
 }
 
+/** The copy's offsets value (undefined when it has none, or it does not decode: then the read decides). */
+function offsetsOf(store: LocalStateStore): unknown {
+  try {
+    return store.get(OFFSETS_KEY);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * One stage's changes among changelog records at or after `from`, the last version of each key,
  * from its complete groups only; and how far the copy then covers the changelog: up to the
  * stage's group still being written (or cut short), read again next time, else `end`.
  */
-function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from: bigint, end: bigint): { changes: StoreChange[]; covers: bigint } {
+function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from: bigint, end: bigint, before: unknown): { changes: StoreChange[]; covers: bigint } {
   const prefix = `${stage.index}/`;
   const decoder = new TextDecoder();
   const latest = new Map<string, string | null>();
-  const { complete, cut } = stageGroups(records, prefix);
-  for (const record of records.slice(0, complete)) {
-    if (record.offset < from || !record.key) continue;
+  const mine = records.filter((record) => record.offset >= from);
+  const { complete, cut } = stageGroups(mine, prefix, before);
+  for (const record of mine.slice(0, complete)) {
+    if (!record.key) continue;
     const key = decoder.decode(record.key);
     if (!key.startsWith(prefix)) continue;
     const stateKey = key.slice(prefix.length);
@@ -250,6 +260,5 @@ function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from
     latest.delete(stateKey);
     latest.set(stateKey, record.value === null ? null : decoder.decode(record.value));
   }
-  const pending = cut.find((record) => record.offset >= from);
-  return { changes: [...latest].map(([key, value]) => ({ key, value })), covers: pending ? pending.offset : end };
+  return { changes: [...latest].map(([key, value]) => ({ key, value })), covers: cut.length > 0 ? cut[0]!.offset : end };
 }

@@ -119,11 +119,26 @@ describe("a changelog whose last group a kill cut short (at-least-once: one chec
     const repaired = g3.slice(0, cut.length);
     expect(repaired.map((r) => r.key)).toEqual(cut.map((r) => r.key));
     for (const r of repaired) expect(r.value).toEqual(valueOf(g1, String(r.key)) ?? null);
-    expect(g3.at(-1)).toEqual({ ...g3.at(-1)!, key: OFFSETS, value: JSON.stringify({ in: "5" }) });
+    expect(g3.at(-1)).toEqual({ ...g3.at(-1)!, key: OFFSETS, value: JSON.stringify({ "@groups": 1, in: "5" }) });
 
     // The whole log, cut group included, restores to the full state.
     const again = await tasksOver(asRead([...g1, ...cut, ...g3])).task(stage, 0);
     expect(again.op.snapshot()).toEqual(full);
+  });
+
+  test("a changelog written before the rule (offsets without the mark, a timer-only group with none) is applied whole, as it was then", async () => {
+    const writer = tasksOver([]);
+    const task = await writer.task(stage, 0);
+    const g1 = checkpoint(writer, task, ["a"], 0);
+    expect(task.op.advance(T0 + 5 * MINUTE).length).toBe(1); // the window fires: its key is deleted
+    const g2 = writer.drainChangelog();
+    // What the older version wrote: offsets without the mark, and none after a checkpoint that only fired timers.
+    const old = [...g1.map((r) => (r.key === OFFSETS ? { ...r, value: JSON.stringify({ in: "1" }) } : r)), ...g2.filter((r) => r.key !== OFFSETS)];
+    const restored = await tasksOver(asRead(old)).task(stage, 0);
+    expect(restored.op.stateKeys()).toBe(0);
+    expect(restored.op.advance(T0 + 6 * MINUTE)).toEqual([]);
+    expect(restored.covered).toEqual(new Map([["in", 1n]]));
+    expect(restored.repairs).toBeUndefined();
   });
 
   test("a restore that writes nothing but the repairs still ends them with the offsets; a second cut before them leaves the first one cut too", async () => {

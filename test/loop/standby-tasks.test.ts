@@ -11,11 +11,13 @@ import type { CompiledStage } from "../../src/topology/compile-topology.ts";
 
 const encoder = new TextEncoder();
 const OFFSETS = "\u0000offsets";
+/** An offsets value as this version writes it: it ends every group (changelog-groups.ts). */
+const ENDS = (offsets: Record<string, string> = {}) => JSON.stringify({ "@groups": 1, ...offsets });
 const stage = { index: 0, operator: { compiled: { create: () => ({}) } } } as unknown as CompiledStage;
 
 /** A changelog partition's records: `0/<key>` → value, at offsets 0.. */
-function changelog(partition: number, entries: Array<[string, string]>): InboundRecord[] {
-  return entries.map(([key, value], offset) => ({ topic: "fv-state-p", partition, offset: BigInt(offset), timestamp: 0n, key: encoder.encode(`0/${key}`), value: encoder.encode(value), headers: [] }));
+function changelog(partition: number, entries: Array<[string, string | null]>): InboundRecord[] {
+  return entries.map(([key, value], offset) => ({ topic: "fv-state-p", partition, offset: BigInt(offset), timestamp: 0n, key: encoder.encode(`0/${key}`), value: value === null ? null : encoder.encode(value), headers: [] }));
 }
 
 class FakeStore {
@@ -24,9 +26,15 @@ class FakeStore {
   isOpen = true;
   written: StoreChange[][] = [];
   constructor(readonly partition: number, readonly failWith?: Error) {}
+  /** The last value written of each key (parsed, as LocalStateStore.get gives it). */
+  readonly values = new Map<string, unknown>();
+  get(key: string): unknown {
+    return this.values.get(key);
+  }
   async write(changes: readonly StoreChange[], covered?: bigint, topicId?: string): Promise<boolean> {
     if (this.failWith) throw this.failWith;
     this.written.push([...changes]);
+    for (const { key, value } of changes) value === null ? this.values.delete(key) : this.values.set(key, JSON.parse(value));
     this.covered = covered;
     this.topicId = topicId;
     return true;
@@ -40,7 +48,7 @@ function setup(options: { failWith?: Error } = {}) {
   const logs: string[] = [];
   const failures: FvError[] = [];
   const opened: FakeStore[] = [];
-  const records = new Map([[1, changelog(1, [["a", "1"], ["b", "2"], ["a", "3"], [OFFSETS, "{}"]])]]);
+  const records = new Map([[1, changelog(1, [["a", "1"], ["b", "2"], ["a", "3"], [OFFSETS, ENDS()]])]]);
   const admin = {
     groupMembers: async () => [
       { memberId: "m-me", name: "me", partitions: [0] },
@@ -77,22 +85,35 @@ describe("StandbyTasks", () => {
     const { standbys, opened } = setup();
     await standbys.tick();
     expect(opened.map((s) => s.partition)).toEqual([1]);
-    expect(opened[0]!.written).toEqual([[{ key: "b", value: "2" }, { key: "a", value: "3" }, { key: OFFSETS, value: "{}" }]]);
+    expect(opened[0]!.written).toEqual([[{ key: "b", value: "2" }, { key: "a", value: "3" }, { key: OFFSETS, value: ENDS() }]]);
     expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 4, lag: 0 }]);
     await standbys.close();
   });
 
   test("a group not yet ended by its offsets record (being written, or cut short by a kill) is not applied: the copy covers up to it and reads it again", async () => {
     const { standbys, opened, records } = setup();
-    records.set(1, changelog(1, [["a", "1"], [OFFSETS, "{}"], ["b", "2"], ["a", "3"]]));
+    records.set(1, changelog(1, [["a", "1"], [OFFSETS, ENDS()], ["b", "2"], ["a", "3"]]));
     await standbys.tick();
-    expect(opened[0]!.written).toEqual([[{ key: "a", value: "1" }, { key: OFFSETS, value: "{}" }]]);
+    expect(opened[0]!.written).toEqual([[{ key: "a", value: "1" }, { key: OFFSETS, value: ENDS() }]]);
+    expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 2, lag: 2 }]);
+    // The next read starts at the pending group, with no offsets record before it: the copy's own says the rule holds.
+    await standbys.tick();
+    expect(opened[0]!.written[1]).toEqual([]);
     expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 2, lag: 2 }]);
     // Its offsets record arrives: the whole group is applied.
-    records.set(1, changelog(1, [["a", "1"], [OFFSETS, "{}"], ["b", "2"], ["a", "3"], [OFFSETS, '{"in":"9"}']]));
+    records.set(1, changelog(1, [["a", "1"], [OFFSETS, ENDS()], ["b", "2"], ["a", "3"], [OFFSETS, ENDS({ in: "9" })]]));
     await standbys.tick();
-    expect(opened[0]!.written[1]).toEqual([{ key: "b", value: "2" }, { key: "a", value: "3" }, { key: OFFSETS, value: '{"in":"9"}' }]);
+    expect(opened[0]!.written[2]).toEqual([{ key: "b", value: "2" }, { key: "a", value: "3" }, { key: OFFSETS, value: ENDS({ in: "9" }) }]);
     expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 5, lag: 0 }]);
+    await standbys.close();
+  });
+
+  test("a changelog written before groups ended with their offsets (no mark) is applied whole, as it was then", async () => {
+    const { standbys, opened, records } = setup();
+    records.set(1, changelog(1, [["a", "1"], [OFFSETS, "{}"], ["a", null]]));
+    await standbys.tick();
+    expect(opened[0]!.written).toEqual([[{ key: OFFSETS, value: "{}" }, { key: "a", value: null }]]);
+    expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 3, lag: 0 }]);
     await standbys.close();
   });
 

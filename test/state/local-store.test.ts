@@ -262,6 +262,35 @@ describe.each([
     await last.tasks.close();
   });
 
+  test("a cut key whose last complete version is in the store (not in the tail read) is repaired with the store's value", async () => {
+    const dir = tempDir();
+    const { log, append, admin } = changelog();
+    const first = tasksOn(admin, dir);
+    const task = await first.tasks.task(stage, 0);
+    feed(first.tasks, task, ["a", "a"], 0);
+    let drained = first.tasks.drainChangelog();
+    first.tasks.persist(drained, append(drained));
+    feed(first.tasks, task, ["b"], 2); // a second checkpoint without a: the store covers from its first offset
+    drained = first.tasks.drainChangelog();
+    first.tasks.persist(drained, append(drained));
+    await Bun.sleep(0);
+    const afterG2 = stateOf(task.op);
+    const aKey = log.map((r) => new TextDecoder().decode(r.key!)).find((k) => k.includes('"a"'))!;
+    const aCommitted = log.find((r) => new TextDecoder().decode(r.key!) === aKey)!.value;
+    feed(first.tasks, task, ["a"], 3);
+    const g3 = first.tasks.drainChangelog();
+    append(g3.filter((r) => r.key === aKey)); // only a's new count: cut
+    await first.tasks.close();
+
+    const next = tasksOn(admin, dir);
+    const restored = await next.tasks.task(stage, 0);
+    expect(stateOf(restored.op)).toEqual(afterG2);
+    const repair = next.tasks.drainChangelog();
+    expect(repair.map((r) => r.key)).toEqual([aKey, "0/\u0000offsets"]);
+    expect(repair[0]!.value).toEqual(new TextDecoder().decode(aCommitted!));
+    await next.tasks.close();
+  });
+
   test("a changelog that was never committed (an aborted transaction's) never reaches the store", async () => {
     const dir = tempDir();
     const { append, admin } = changelog();
