@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { lastRecord, startCli, waitFor } from "../helpers/cli.ts";
-import { createTopic, json, partitionCount, produce, uniqueName } from "../helpers/kafka.ts";
+import { consumeAll, createTopic, json, partitionCount, produce, text, uniqueName } from "../helpers/kafka.ts";
 import { MINUTE, transformFile, windowedCountPipeline } from "../helpers/pipelines.ts";
 import { expectedWindows, finalWindows, sorted, T0, trades } from "../helpers/trades.ts";
 import { runUntilOutput, startStream, stopStream } from "../helpers/streams.ts";
@@ -64,6 +64,51 @@ describe("stateful operators through the real broker", () => {
     expect(m.restoreRecordsPerSecond).toBe(Math.round((m.restoredRecords * 1000) / m.restoreMs));
     console.log(`restart: restored ${m.restoredRecords} changelog records in ${m.restoreMs} ms (${m.restoreRecordsPerSecond}/s)`);
   });
+  // At-least-once writes a checkpoint's changelog without a transaction: librdkafka (no linger)
+  // sends one task's group in several requests, and a kill between two left entries without
+  // their offsets record (CI: a windowed count killed five times came out 45 for 30). Here the cut
+  // group is written by hand after an orderly stop: every open window again, 1000 rows ahead.
+  test("a checkpoint a kill cut short in fv-state-<name> (entries without their offsets record) is left out, and the windows are exact", async () => {
+    const name = uniqueName("windows-cut");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 4);
+    const all = trades(input, 400, 6);
+    const half = Math.floor(all.length / 2);
+    await produce(all.slice(0, half));
+    const file = windowedCountPipeline(name, input, output, "sym");
+    const env = { STREAM_CONSUMERS: "2", STREAM_STATE_DIR: "off" };
+    const first = startCli(["run", file], { env });
+    await waitFor(() => (lastRecord(first.records)?.metrics?.consumed ?? 0) >= half, 90_000, "the first half consumed");
+    await new Promise((r) => setTimeout(r, 500));
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+
+    const stateTopic = `fv-state-${name}`;
+    const latest = new Map<string, { partition: number; key: string; value: string | null }>();
+    for (const r of await consumeAll(stateTopic)) latest.set(`${r.partition}|${text(r.key)}`, { partition: r.partition, key: text(r.key)!, value: text(r.value) });
+    const open = [...latest.values()].filter((e) => e.key.includes("/w:") && e.value !== null);
+    expect(open.length).toBeGreaterThan(0);
+    const inflated = open.map((e) => {
+      const w = JSON.parse(e.value!) as { acc: number[] };
+      return { topic: stateTopic, partition: e.partition, key: e.key, value: JSON.stringify({ ...w, acc: [w.acc[0]! + 1000, w.acc[1]! + 1000] }) };
+    });
+    await produce(inflated);
+
+    await produce(all.slice(half));
+    const expected = expectedWindows(400, 6);
+    const { run: second, records } = await runUntilOutput(file, output, (out) => finalWindows(out.map(json)).length >= expected.length, "every window", {
+      env: { ...env, STREAM_IDLE_PARTITION_MS: "3000" },
+      timeoutMs: 90_000,
+    });
+    expect(finalWindows(records.map(json))).toEqual(sorted(expected));
+    // Each partition given a cut group says so when it restores (again if it moved before its repair was written).
+    const cut = second.lines.filter((line) => line.includes("cut short"));
+    const named = new Set(cut.map((line) => Number(/partition (\d+): the changelog ends/.exec(line)?.[1])));
+    expect([...named].sort()).toEqual([...new Set(open.map((e) => e.partition))].sort());
+    console.log(`cut groups: ${open.length} window entries in ${cut.length} partition(s) left out; e.g. ${cut[0]}`);
+  });
+
   test("ema and sma over event time across a restart: rows a little out of order, stopped mid-stream, exact indicators per window", async () => {
     const name = uniqueName("ema-restart");
     const input = `${name}-in`;
