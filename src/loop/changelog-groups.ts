@@ -47,7 +47,9 @@ export function coveredOf(value: unknown): Map<string, bigint> {
   return covered;
 }
 
-const marked = (value: unknown): boolean => typeof value === "object" && value !== null && GROUPS_MARK in value;
+// The number 1 only: an older version read the mark as a topic and wrote it back as "1", and it
+// still wrote timer-only groups without offsets.
+const marked = (value: unknown): boolean => typeof value === "object" && value !== null && (value as Record<string, unknown>)[GROUPS_MARK] === 1;
 
 /** One stage's view of changelog records: how many of them (from the start) hold its complete groups, and what comes after. */
 export interface StageGroups {
@@ -63,8 +65,12 @@ const decoder = new TextDecoder();
  * Splits `records` (one changelog partition, in offset order) for the stage whose keys start with
  * `prefix`. `before` is the stage's offsets value from before these records (a local store's), if
  * any: it says whether the rule holds when the records hold no offsets record of the stage.
+ * `transactional`: the changelog is written in transactions (exactly-once) and read_committed, so
+ * every group is whole and everything is applied (a member of an older version in a rolling
+ * upgrade may still write a timer-only group without offsets after a marked one).
  */
-export function stageGroups(records: readonly InboundRecord[], prefix: string, before?: unknown): StageGroups {
+export function stageGroups(records: readonly InboundRecord[], prefix: string, before?: unknown, transactional = false): StageGroups {
+  if (transactional) return { complete: records.length, cut: [] };
   const end = prefix + OFFSETS_KEY;
   const cut: InboundRecord[] = [];
   for (let i = records.length - 1; i >= 0; i--) {

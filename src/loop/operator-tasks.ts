@@ -88,6 +88,8 @@ export interface OperatorTaskOptions {
   pipeline?: string;
   /** Before a task's store opens: its standby copy, if any, is closed (it may be promoted). */
   beforeOpen?: (stage: number, partition: number) => Promise<void>;
+  /** Exactly-once: the changelog is written in transactions, so no group is ever cut (changelog-groups.ts). */
+  transactional?: boolean;
   log?: Logger;
 }
 
@@ -430,7 +432,7 @@ export class OperatorTasks {
     } catch (error) {
       throw new StoreUnreadable(`a stored value does not decode (${(error as Error).message})`);
     }
-    const { complete, cut } = stageGroups(records, prefix, before);
+    const { complete, cut } = stageGroups(records, prefix, before, this.#options.transactional);
     const latest: Array<{ stateKey: string; record: InboundRecord }> = [];
     const seen = new Set<string>();
     for (let i = complete - 1; i >= 0; i--) {

@@ -131,6 +131,7 @@ export class Session {
       log,
       ...(stores ? { stores } : {}),
       beforeOpen: (stage, partition) => this.standbys?.release(stage, partition) ?? Promise.resolve(),
+      transactional: settings.exactlyOnce,
       // Restore reads the changelog only once the input's committed offsets are stable, and
       // checks that the state it read covers them (see OperatorTasks.#load).
       committedOffsets: (topics, partition) => admin.committedOffsets(plan.groupId, topics, { stable: true, partitions: [partition] }),
@@ -145,6 +146,7 @@ export class Session {
           stateTopic,
           identityOf: (stage, partition) => this.tasks.storeIdentity(stage, partition),
           intervalMs: STANDBY_INTERVAL_MS,
+          transactional: settings.exactlyOnce,
           log,
           onFailure: (error) => void (this.backgroundError ??= error),
         });

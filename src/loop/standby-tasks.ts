@@ -27,6 +27,8 @@ export interface StandbyOptions {
   identityOf(stage: CompiledStage, partition: number): StoreIdentity;
   /** How often the standby stores read their changelog's tail. */
   intervalMs: number;
+  /** Exactly-once: the changelog is written in transactions, so no group is ever cut (changelog-groups.ts). */
+  transactional?: boolean;
   log: Logger;
   /** A store that cannot be written (STATE_STORE_FAILED): the session fails with it. */
   onFailure?: (error: FvError) => void;
@@ -216,7 +218,7 @@ export class StandbyTasks {
       }
       copy.lag = Number(end - (covered ?? 0n));
       if (covered !== undefined && covered >= end) continue;
-      const { changes, covers } = changesOf(copy.stage, records, covered ?? 0n, end, offsetsOf(store));
+      const { changes, covers } = changesOf(copy.stage, records, covered ?? 0n, end, offsetsOf(store), this.#options.transactional);
       if (!(await store.write(changes, covers, topicId))) {
         // Taken over (the partition became active here meanwhile): no longer a standby.
         if (this.#standbys.get(copy.stage.index, partition) === copy) this.#standbys.delete(copy.stage.index, partition);
@@ -245,12 +247,12 @@ function offsetsOf(store: LocalStateStore): unknown {
  * from its complete groups only; and how far the copy then covers the changelog: up to the
  * stage's group still being written (or cut short), read again next time, else `end`.
  */
-function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from: bigint, end: bigint, before: unknown): { changes: StoreChange[]; covers: bigint } {
+function changesOf(stage: CompiledStage, records: readonly InboundRecord[], from: bigint, end: bigint, before: unknown, transactional = false): { changes: StoreChange[]; covers: bigint } {
   const prefix = `${stage.index}/`;
   const decoder = new TextDecoder();
   const latest = new Map<string, string | null>();
   const mine = records.filter((record) => record.offset >= from);
-  const { complete, cut } = stageGroups(mine, prefix, before);
+  const { complete, cut } = stageGroups(mine, prefix, before, transactional);
   for (const record of mine.slice(0, complete)) {
     if (!record.key) continue;
     const key = decoder.decode(record.key);

@@ -86,7 +86,7 @@ describe("stateful operators through the real broker", () => {
 
     const stateTopic = `fv-state-${name}`;
     const latest = new Map<string, { partition: number; key: string; value: string | null }>();
-    for (const r of await consumeAll(stateTopic)) latest.set(`${r.partition}|${text(r.key)}`, { partition: r.partition, key: text(r.key)!, value: text(r.value) });
+    for (const r of await consumeAll(stateTopic, { quietMs: 10_000 })) latest.set(`${r.partition}|${text(r.key)}`, { partition: r.partition, key: text(r.key)!, value: text(r.value) });
     const open = [...latest.values()].filter((e) => e.key.includes("/w:") && e.value !== null);
     expect(open.length).toBeGreaterThan(0);
     const inflated = open.map((e) => {

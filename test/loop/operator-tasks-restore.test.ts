@@ -141,6 +141,35 @@ describe("a changelog whose last group a kill cut short (at-least-once: one chec
     expect(restored.repairs).toBeUndefined();
   });
 
+  test("an offsets record whose mark an older version wrote back as text counts as unmarked: the timer-only group after it is applied", async () => {
+    const writer = tasksOver([]);
+    const task = await writer.task(stage, 0);
+    const g1 = checkpoint(writer, task, ["a"], 0);
+    expect(task.op.advance(T0 + 5 * MINUTE).length).toBe(1);
+    const g2 = writer.drainChangelog();
+    const old = [...g1.map((r) => (r.key === OFFSETS ? { ...r, value: JSON.stringify({ "@groups": "1", in: "1" }) } : r)), ...g2.filter((r) => r.key !== OFFSETS)];
+    const restored = await tasksOver(asRead(old)).task(stage, 0);
+    expect(restored.op.stateKeys()).toBe(0);
+    expect(restored.covered).toEqual(new Map([["in", 1n]]));
+  });
+
+  test("under exactly-once (transactional) everything read is applied: read_committed never shows part of a group", async () => {
+    const writer = tasksOver([]);
+    const task = await writer.task(stage, 0);
+    const g1 = checkpoint(writer, task, ["a"], 0);
+    expect(task.op.advance(T0 + 5 * MINUTE).length).toBe(1);
+    // A member of an older version (rolling upgrade) fired the window and wrote no offsets after it.
+    const older = writer.drainChangelog().filter((r) => r.key !== OFFSETS);
+    const admin = { readPartition: async () => asRead([...g1, ...older]) } as unknown as Admin;
+    const reader = new OperatorTasks([stage], admin, { ...options, transactional: true }, emptyCounters());
+    reader.setStageTopics(stage, ["in"]);
+    const restored = await reader.task(stage, 0);
+    expect(restored.op.stateKeys()).toBe(0);
+    expect(restored.repairs).toBeUndefined();
+    // The same log at-least-once: that group is taken for cut and the window comes back.
+    expect((await tasksOver(asRead([...g1, ...older])).task(stage, 0)).op.stateKeys()).toBe(1);
+  });
+
   test("a restore that writes nothing but the repairs still ends them with the offsets; a second cut before them leaves the first one cut too", async () => {
     const writer = tasksOver([]);
     const task = await writer.task(stage, 0);

@@ -189,7 +189,7 @@ describe("a restore never starts behind what the group committed", () => {
     // had no row reach the operator this session: its task is restored so its offsets are recorded too.
     await tasks.noteConsumed([{ topic: "in", partition: 0, offset: 10n }, { topic: "in", partition: 1, offset: 7n }]);
     const offsets = tasks.drainChangelog().filter((r) => String(r.key).endsWith("\u0000offsets"));
-    expect(offsets.map((r) => [r.partition, JSON.parse(String(r.value))])).toEqual([[0, { in: "10" }], [1, { in: "7" }]]);
+    expect(offsets.map((r) => [r.partition, JSON.parse(String(r.value))])).toEqual([[0, { "@groups": 1, in: "10" }], [1, { "@groups": 1, in: "7" }]]);
   });
 
   // Fault soak: a restore begun before a revocation ended after the partition came back, with the

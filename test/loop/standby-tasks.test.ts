@@ -44,7 +44,7 @@ class FakeStore {
   }
 }
 
-function setup(options: { failWith?: Error } = {}) {
+function setup(options: { failWith?: Error; transactional?: boolean } = {}) {
   const logs: string[] = [];
   const failures: FvError[] = [];
   const opened: FakeStore[] = [];
@@ -74,6 +74,7 @@ function setup(options: { failWith?: Error } = {}) {
     stateTopic: "fv-state-p",
     identityOf: (_stage, partition) => ({ stage: 0, partition, stateTopic: "fv-state-p", pipeline: "p" }) as never,
     intervalMs: 10_000,
+    ...(options.transactional ? { transactional: true } : {}),
     log: (_level, msg) => void logs.push(msg),
     onFailure: (error) => void failures.push(error),
   });
@@ -105,6 +106,15 @@ describe("StandbyTasks", () => {
     await standbys.tick();
     expect(opened[0]!.written[2]).toEqual([{ key: "b", value: "2" }, { key: "a", value: "3" }, { key: OFFSETS, value: ENDS({ in: "9" }) }]);
     expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 5, lag: 0 }]);
+    await standbys.close();
+  });
+
+  test("under exactly-once (transactional) a copy applies everything read: no group is ever cut", async () => {
+    const { standbys, opened, records } = setup({ transactional: true });
+    records.set(1, changelog(1, [["a", "1"], [OFFSETS, ENDS()], ["a", null]]));
+    await standbys.tick();
+    expect(opened[0]!.written).toEqual([[{ key: OFFSETS, value: ENDS() }, { key: "a", value: null }]]);
+    expect(standbys.list()).toEqual([{ topic: "fv-state-p", partition: 1, stage: 1, offset: 3, lag: 0 }]);
     await standbys.close();
   });
 
