@@ -8,7 +8,8 @@ export class PauseDetector {
   readonly #pauseMs: number;
   readonly #now: () => number;
   #lastTick: number;
-  #paused = false;
+  /** The longest gap seen since the last `takePause`, in ms (0: none over `pauseMs`). */
+  #pausedMs = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
 
   /** A gap of more than `pauseMs` between ticks is a pause. */
@@ -31,18 +32,20 @@ export class PauseDetector {
   /** One tick of the timer (called by it; tests call it directly). */
   tick(): void {
     const now = this.#now();
-    if (now - this.#lastTick > this.#pauseMs) this.#paused = true;
+    if (now - this.#lastTick > this.#pauseMs) this.#pausedMs = Math.max(this.#pausedMs, now - this.#lastTick);
     this.#lastTick = now;
   }
 
   /**
-   * Whether the process was paused since the last call: a gap the timer saw, or one it has not
-   * seen yet (it has not ticked since the process came back).
+   * How long the process was paused since the last call, in ms (0: not paused): the longest gap
+   * the timer saw, or one it has not seen yet (it has not ticked since the process came back).
    */
-  takePause(): boolean {
-    const paused = this.#paused || this.#now() - this.#lastTick > this.#pauseMs;
-    this.#paused = false;
-    if (paused) this.#lastTick = this.#now();
+  takePause(): number {
+    const now = this.#now();
+    const unseen = now - this.#lastTick > this.#pauseMs ? now - this.#lastTick : 0;
+    const paused = Math.max(this.#pausedMs, unseen);
+    this.#pausedMs = 0;
+    if (paused > 0) this.#lastTick = now;
     return paused;
   }
 }

@@ -63,15 +63,17 @@ export class Watchdog {
     this.#pauses?.stop();
   }
 
-  /** After each poll. */
-  polled(now: number): void {
-    if (this.#pauses?.takePause()) {
+  /** After each poll: how long this process was frozen before it, in ms (0: it was not). */
+  polled(now: number): number {
+    const paused = this.#pauses?.takePause() ?? 0;
+    if (paused > 0) {
       // This process was frozen or blocked (SIGSTOP, a long synchronous step): the consumer
       // had no chance meanwhile, so the watchdog's clocks start again.
       this.#lastRecord = now;
       this.#endsAnsweredAt = now;
       this.#heldSince = 0;
     }
+    return paused;
   }
 
   /** A poll brought records. */

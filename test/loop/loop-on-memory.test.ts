@@ -172,6 +172,42 @@ describe("a checkpoint", () => {
   });
 });
 
+describe("a process frozen past its session (SIGSTOP, a suspended VM)", () => {
+  // Fault soak, Node + librdkafka, at-least-once: a member frozen for 20 s was dropped, another
+  // processed its partitions, then the group handed them back unchanged (static member): the
+  // woken member fired windows from its old state (8 and 357 rows for 400).
+  const frozen = async (env: Record<string, string>) => {
+    const kafka = new MemoryKafka();
+    kafka.createTopic("in", 1);
+    kafka.createTopic("out", 1);
+    kafka.createTopic(STATE_TOPIC, 1);
+    const { loop, log, stop } = start(kafka, planOf(windowedCount(60_000, "id"), { STREAM_SESSION_TIMEOUT_MS: "3000", ...env }), { timings: { pauseMs: 200 } });
+    kafka.produce("in", [{ key: null, value: json({ id: "a", ts: 1 }), partition: 0 }]);
+    await waitFor("the row committed", () => kafka.committed(GROUP)["in:0"] === 1n);
+    const until = Date.now() + 3300;
+    while (Date.now() < until) {
+      // frozen: no timer runs
+    }
+    kafka.produce("in", [{ key: null, value: json({ id: "a", ts: 2 }), partition: 0 }]);
+    await waitFor("the second row committed", () => kafka.committed(GROUP)["in:0"] === 2n, 10_000);
+    const restarts = loop.counters.restarts;
+    expect(await stop()).toBe("STOPPED");
+    return { log, restarts };
+  };
+
+  test("at-least-once with state: it starts over, its state read again, before it processes what it polled", async () => {
+    const { log, restarts } = await frozen({});
+    expect(log.filter((l) => l.includes("this process was frozen for 3 s, past its session (3000 ms)"))).toHaveLength(1);
+    expect(restarts).toBe(1);
+  }, 20_000);
+
+  test("exactly-once: fencing deals with it, no restart", async () => {
+    const { log, restarts } = await frozen({ STREAM_EXACTLY_ONCE: "true" });
+    expect(log.filter((l) => l.includes("frozen"))).toHaveLength(0);
+    expect(restarts).toBe(0);
+  }, 20_000);
+});
+
 describe("exactly-once", () => {
   test("a transaction that fails to commit is aborted: its outputs and state vanish, and the work is done again from the last committed offsets and state", async () => {
     const kafka = new MemoryKafka();
