@@ -90,6 +90,8 @@ export class ConsumerLoop {
   #session: Session | undefined;
   #stopRequested = false;
   #error: FvError | undefined;
+  /** When a consumer of this loop was fenced by another with its group.instance.id (`#sharedInstanceId`). */
+  #instanceFencings: number[] = [];
 
   constructor(plan: LoopPlan, client: KafkaClient, log: Logger, options: LoopOptions = {}) {
     this.#plan = plan;
@@ -162,6 +164,26 @@ export class ConsumerLoop {
       throw new FvError("INTERNAL", `consumer loop cannot go from ${this.#state} to ${next}`);
     }
     this.#state = next;
+  }
+
+  /**
+   * A fenced static member takes its group.instance.id back with a fresh consumer: once is a rejoin
+   * a restarting broker answered twice. Fenced again and again, another process holds the same
+   * STREAM_INSTANCE_ID, and the two would take it from each other without end: that is a setting
+   * to fix, so the loop ends with it.
+   */
+  #sharedInstanceId(failure: FvError): FvError | undefined {
+    if (!failure.context.instanceFenced) return undefined;
+    const { times, withinMs } = this.#timings.instanceFencings;
+    const now = Date.now();
+    this.#instanceFencings = [...this.#instanceFencings.filter((at) => now - at < withinMs), now];
+    if (this.#instanceFencings.length < times) return undefined;
+    const id = this.#plan.settings.instanceId;
+    return new FvError(
+      "INVALID_SETTINGS",
+      `this consumer was fenced ${times} times within ${Math.round(withinMs / 1000)} s by another consumer with its group.instance.id: another process runs with STREAM_INSTANCE_ID=${id}. Give each process its own STREAM_INSTANCE_ID (last: ${failure.message})`,
+      { cause: failure },
+    );
   }
 
   /** Ends the loop FAILED with this error, logged. */
@@ -253,6 +275,8 @@ export class ConsumerLoop {
           break;
         }
         if (recovery === "fatal" || this.#stopRequested || ++restarts > timings.maxConsecutiveRestarts) return this.#fail(failure, "consumer loop failed");
+        const shared = this.#sharedInstanceId(failure);
+        if (shared) return this.#fail(shared, "consumer loop failed");
         this.counters.restarts++;
         this.metrics.loopRestarted();
         const pause = backoffMs(restarts, timings.restartBackoff);

@@ -31,6 +31,12 @@ export interface LoopTimings {
    * loop gives up: with the backoff above that is about two minutes.
    */
   maxConsecutiveRestarts: number;
+  /**
+   * A static member fenced this many times within `withinMs` by a consumer with its own
+   * group.instance.id is not a rejoin across a broker restart but a second process with the same
+   * STREAM_INSTANCE_ID: the loop ends with that error instead of taking the id back again.
+   */
+  instanceFencings: { times: number; withinMs: number };
   /** Most time one client of a session may take to close (it leaves the group, flushes, aborts). */
   closeTimeoutMs: number;
   /** Retries of a send that failed with a retryable error (at-least-once), and the pause between them. */
@@ -47,6 +53,7 @@ export const defaultTimings: Readonly<LoopTimings> = {
   endOffsetsIntervalMs: 2000,
   restartBackoff: { firstMs: 200, maxMs: 5000 },
   maxConsecutiveRestarts: 30,
+  instanceFencings: { times: 3, withinMs: 300_000 },
   closeTimeoutMs: 15_000,
   sendRetries: 10,
   sendRetryPauseMs: 500,

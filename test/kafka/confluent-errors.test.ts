@@ -5,7 +5,7 @@
  * without the addon.
  */
 import { describe, expect, test } from "bun:test";
-import { classify, classifyTransactional, ERR, topicAlreadyExists } from "../../src/kafka/confluent/errors.ts";
+import { classify, classifyConsumer, classifyTransactional, ERR, topicAlreadyExists } from "../../src/kafka/confluent/errors.ts";
 
 const librdkafkaError = (code: number, message: string, flags: { isFatal?: boolean; isRetriable?: boolean; isTxnRequiresAbort?: boolean } = {}) =>
   Object.assign(new Error(message), { code, errno: code, origin: code < 0 ? "local" : "kafka", ...flags });
@@ -37,6 +37,20 @@ describe("the confluent adapter sorts library errors by their code and flags", (
     expect(classifyTransactional(librdkafkaError(-152, "Local: Purged in queue"), "x").code).toBe("KAFKA_RETRYABLE");
     expect(classifyTransactional(librdkafkaError(29, "Broker: Topic authorization failed"), "x").code).toBe("KAFKA_FATAL");
     expect(classifyTransactional(librdkafkaError(ERR.FENCED, "Producer fenced", { isFatal: true }), "x").code).toBe("KAFKA_FENCED");
+  });
+
+  // Node + librdkafka soak, seed 101: a static member fenced 2 s after the broker came back ended FAILED.
+  test("a consumer's -150 is its static membership taken by a consumer with the same group.instance.id: fenced, when it has one", () => {
+    const error = librdkafkaError(ERR.FATAL, "Local: Fatal error");
+    const sorted = classifyConsumer(error, "fetching", "pod-7-0");
+    expect(sorted.code).toBe("KAFKA_FENCED");
+    expect(sorted.message).toBe("fetching failed: Local: Fatal error (librdkafka -150): the static member pod-7-0 was fenced by another consumer that joined with the same group.instance.id; starting a fresh consumer");
+    expect(sorted.context).toEqual({ instanceFenced: true });
+    expect(sorted.cause).toBe(error);
+    // A dynamic member has no such fatal error: -150 stays fatal, and the rest is classify's.
+    expect(classifyConsumer(error, "fetching", undefined).code).toBe("KAFKA_FATAL");
+    expect(classifyConsumer(librdkafkaError(29, "Broker: Topic authorization failed"), "fetching", "pod-7-0").code).toBe("KAFKA_FATAL");
+    expect(classifyConsumer(librdkafkaError(ERR.UNKNOWN_MEMBER_ID, "Broker: Unknown member"), "fetching", "pod-7-0").context).toEqual({});
   });
 
   test("the word 'fenced' in a message does not make an error fenced: the code decides", () => {

@@ -56,6 +56,13 @@ describe("the platformatic adapter sorts library errors by their properties", ()
     expect(classify(new ProtocolError("PRODUCER_FENCED"), "x").code).toBe("KAFKA_FENCED");
   });
 
+  test("a static member fenced by a consumer with its group.instance.id says so, for the loop's count of them", () => {
+    const fenced = classify(new MultipleErrors("heartbeat failed 1 times.", [new ProtocolError("FENCED_INSTANCE_ID")]), "x");
+    expect(fenced.code).toBe("KAFKA_FENCED");
+    expect(fenced.context).toEqual({ instanceFenced: true });
+    expect(classify(new ProtocolError("ILLEGAL_GENERATION"), "x").context).toEqual({});
+  });
+
   // The first request of each transaction meets CONCURRENT_TRANSACTIONS while the broker still
   // writes the last one's markers. With the library's flat 1 s pause every exactly-once
   // checkpoint after the first waited a second: 0.16 of at-least-once at a 100 ms interval.

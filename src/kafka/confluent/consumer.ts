@@ -10,7 +10,7 @@ import { FvError } from "../../errors.ts";
 import type { CommitOffset, ConsumerOptions, GroupConsumer, GroupMetadata, InboundRecord, TopicPartition } from "../port.ts";
 import { type GroupMembers, HEARTBEAT_INTERVAL_MS, InFlight, OwnedPartitions, partitionKey, SESSION_TIMEOUT_MS, settleRebalanceHook } from "../shared.ts";
 import { latestOffsets } from "./admin.ts";
-import { classify, ERR } from "./errors.ts";
+import { classify, classifyConsumer, ERR } from "./errors.ts";
 import { call, connect, disconnect, extras, FETCH_MAX_WAIT_MS, type Library, toInbound } from "./library.ts";
 
 /** Most time one read of a new assignment's committed offsets may take before it is tried again. */
@@ -199,7 +199,7 @@ export class ConfluentConsumer implements GroupConsumer {
 
   async poll(max: number, timeoutMs: number): Promise<InboundRecord[]> {
     if (!this.#started) throw new FvError("KAFKA_FATAL", "poll before start");
-    if (this.#error) throw classify(this.#error, "fetching");
+    if (this.#error) throw classifyConsumer(this.#error, "fetching", this.#options.groupInstanceId);
     if (this.#closed) return [];
     // Nothing is read while a revoke waits for the loop: librdkafka would move its positions on.
     if (!(await this.#settleRevoke(timeoutMs))) return [];
@@ -210,9 +210,9 @@ export class ConfluentConsumer implements GroupConsumer {
       messages = await call<Rd.Message[]>((cb) => this.#consumer.consume(max, cb));
     } catch (error) {
       if ((error as Rd.LibrdKafkaError)?.code === ERR.TIMED_OUT) return [];
-      throw classify(error, "fetching");
+      throw classifyConsumer(error, "fetching", this.#options.groupInstanceId);
     }
-    if (this.#error) throw classify(this.#error, "fetching");
+    if (this.#error) throw classifyConsumer(this.#error, "fetching", this.#options.groupInstanceId);
     const out: InboundRecord[] = [];
     for (const message of messages) {
       if (this.#owned.accept(message.topic, message.partition, BigInt(message.offset))) out.push(toInbound(message));
@@ -307,7 +307,7 @@ export class ConfluentConsumer implements GroupConsumer {
     const sent = call((cb) => extras(this.#consumer).commitCb(list, cb)).then(() => {
       for (const o of offsets) this.#known.note(this.#options.groupId, o, o.offset);
     }, (error) => {
-      throw classify(error, "committing offsets");
+      throw classifyConsumer(error, "committing offsets", this.#options.groupInstanceId);
     });
     await this.#commits.track(sent);
   }

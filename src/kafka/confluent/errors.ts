@@ -94,5 +94,22 @@ export function classifyTransactional(error: unknown, what: string): FvError {
   return new FvError("KAFKA_FENCED", `${sorted.message}: the transactional producer hit a fatal error earlier, which for a transactional producer is fencing by a newer instance; starting a fresh producer`, { cause: error });
 }
 
+/**
+ * `classify` for a consumer's calls. There, -150 (_FATAL) is a static member fenced by another
+ * consumer that joined with the same `group.instance.id` (in a classic group librdkafka raises no
+ * other fatal consumer error). That is a second process with the same STREAM_INSTANCE_ID, or this
+ * very member: its rejoin across a broker restart, answered for a member id it never learnt, takes
+ * the instance id from the member id it still holds (Node + librdkafka soak, seed 101: a stateless
+ * process ended FAILED 2 s after the broker came back). So it is fenced: the loop starts a fresh
+ * consumer, which takes the id back, and the pure-JS adapter does the same with the broker's
+ * FENCED_INSTANCE_ID. Two processes that keep fencing each other end with a clear error there
+ * (consumer-loop.ts, `instanceFenced`).
+ */
+export function classifyConsumer(error: unknown, what: string, groupInstanceId: string | undefined): FvError {
+  const sorted = classify(error, what);
+  if (sorted.code !== "KAFKA_FATAL" || (error as { code?: unknown } | null | undefined)?.code !== ERR.FATAL || !groupInstanceId) return sorted;
+  return new FvError("KAFKA_FENCED", `${sorted.message}: the static member ${groupInstanceId} was fenced by another consumer that joined with the same group.instance.id; starting a fresh consumer`, { cause: error, context: { instanceFenced: true } });
+}
+
 /** The broker's TOPIC_ALREADY_EXISTS (36): another process created the topic first. */
 export const topicAlreadyExists = (error: unknown): boolean => (error as { code?: unknown } | null | undefined)?.code === ERR.TOPIC_ALREADY_EXISTS;

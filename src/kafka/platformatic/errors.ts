@@ -44,7 +44,13 @@ export function classify(error: unknown, what: string): FvError {
   // A client this process closed (its session ended): the session restarts with new clients,
   // but a retry on this one can never succeed.
   const clientClosed = has("closed", true);
-  const context = { ...(unreachable && !clientClosed ? { unreachable } : {}), ...(clientClosed ? { clientClosed: true } : {}) };
+  // A newer consumer took this static member's group.instance.id (see consumer-loop.ts, `instanceFenced`).
+  const instanceFenced = has("fencedInstanceId", true) || has("apiId", "FENCED_INSTANCE_ID");
+  const context = {
+    ...(unreachable && !clientClosed ? { unreachable } : {}),
+    ...(clientClosed ? { clientClosed: true } : {}),
+    ...(instanceFenced ? { instanceFenced: true } : {}),
+  };
   return new FvError(code, `${what} failed: ${text}${detail}`, { cause: error, ...(Object.keys(context).length ? { context } : {}) });
 }
 
