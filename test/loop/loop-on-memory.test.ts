@@ -561,7 +561,7 @@ describe("a static member fenced by a consumer with its group.instance.id", () =
     expect(loop.counters.restarts).toBe(5);
     expect(await stop()).toBe("STOPPED");
     expect(values(kafka, "out")).toEqual([0, 1].map((id) => json({ id })));
-  });
+  }, 20_000);
 });
 
 describe("a repartition hop", () => {

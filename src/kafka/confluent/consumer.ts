@@ -21,6 +21,15 @@ const START_READ_TIMEOUT_MS = 5_000;
  * within the transaction timeout, and the loop releases its own producer's after 30 s.
  */
 const START_GIVE_UP_MS = 90_000;
+/**
+ * How long "never committed" for a partition this client saw committed is not believed, across
+ * consumers. A restarting coordinator gives that answer for moments (seed 25 below); past this the
+ * partition starts at the offset the client saw committed, which loses nothing: it was committed
+ * after the outputs of every record below it were acknowledged (at-least-once) or with them
+ * (exactly-once). Node + librdkafka, after a static member's fencing: librdkafka answered a commit
+ * of a partition as done that the group never got, and the partition was held for good.
+ */
+const DISBELIEF_MS = 30_000;
 /** librdkafka's logical offsets for `assign`. */
 const OFFSET_BEGINNING = -2;
 const OFFSET_END = -1;
@@ -39,6 +48,8 @@ export interface ConfluentMember {
  */
 export class KnownOffsets {
   readonly #offsets = new Map<string, bigint>();
+  /** Since when the group's answer for a partition has been "never committed" against what is known. */
+  readonly #disbelieved = new Map<string, number>();
 
   get(group: string, tp: TopicPartition): bigint | undefined {
     return this.#offsets.get(`${group}\u0000${partitionKey(tp.topic, tp.partition)}`);
@@ -46,8 +57,17 @@ export class KnownOffsets {
 
   note(group: string, tp: TopicPartition, offset: bigint): void {
     const k = `${group}\u0000${partitionKey(tp.topic, tp.partition)}`;
+    this.#disbelieved.delete(k);
     const before = this.#offsets.get(k);
     if (before === undefined || offset > before) this.#offsets.set(k, offset);
+  }
+
+  /** How long (ms) "never committed" has been read for this partition, across consumers, this time included. */
+  disbelieve(group: string, tp: TopicPartition, now: number): number {
+    const k = `${group}\u0000${partitionKey(tp.topic, tp.partition)}`;
+    const since = this.#disbelieved.get(k) ?? now;
+    this.#disbelieved.set(k, since);
+    return now - since;
   }
 }
 
@@ -274,10 +294,13 @@ export class ConfluentConsumer implements GroupConsumer {
       } else if (typeof entry.offset === "number" && entry.offset >= 0) {
         starts.push({ topic: tp.topic, partition: tp.partition, offset: entry.offset });
         this.#known.note(group, tp, BigInt(entry.offset));
-      } else if (known !== undefined) {
+      } else if (known !== undefined && this.#known.disbelieve(group, tp, Date.now()) < DISBELIEF_MS) {
         held.push(tp);
         disbelieved = true;
         reasons.push(`${tp.topic}:${tp.partition} read as never committed, but ${known} was committed`);
+      } else if (known !== undefined) {
+        this.#options.log?.("warn", `${tp.topic}:${tp.partition}: the group has answered "never committed" for ${Math.round(DISBELIEF_MS / 1000)} s, but this client saw ${known} committed: starting there`);
+        starts.push({ topic: tp.topic, partition: tp.partition, offset: Number(known) });
       } else {
         starts.push({ topic: tp.topic, partition: tp.partition, offset: this.#options.offsetReset === "latest" ? OFFSET_END : OFFSET_BEGINNING });
       }
@@ -301,6 +324,16 @@ export class ConfluentConsumer implements GroupConsumer {
     return this.#starting ? [...this.#starting.held] : [];
   }
 
+  /**
+   * An at-least-once commit. The binding's `commitCb` runs librdkafka's commitAsync on a worker
+   * thread (`KafkaConsumer::Commit`): its callback says the commit was queued, not that the group
+   * has it. A commit the broker refuses afterwards (a fenced or departed member) is dropped
+   * unseen; that costs duplicates only (the offsets were taken after their outputs were
+   * acknowledged, and a later commit or the next owner's start covers them), but the offsets
+   * noted as known here may be ones the group never got: hence the limit on disbelieving
+   * "never committed" (`DISBELIEF_MS`). librdkafka itself holds a rebalance until the commits it
+   * has queued are answered.
+   */
   async commit(offsets: CommitOffset[]): Promise<void> {
     if (offsets.length === 0) return;
     const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
