@@ -175,7 +175,7 @@ export class ConsumerLoop {
   #sharedInstanceId(failure: FvError): FvError | undefined {
     if (!failure.context.instanceFenced) return undefined;
     const { times, withinMs } = this.#timings.instanceFencings;
-    const now = Date.now();
+    const now = performance.now();
     this.#instanceFencings = [...this.#instanceFencings.filter((at) => now - at < withinMs), now];
     if (this.#instanceFencings.length < times) return undefined;
     const id = this.#plan.settings.instanceId;

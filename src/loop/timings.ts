@@ -34,7 +34,8 @@ export interface LoopTimings {
   /**
    * A static member fenced this many times within `withinMs` by a consumer with its own
    * group.instance.id is not a rejoin across a broker restart but a second process with the same
-   * STREAM_INSTANCE_ID: the loop ends with that error instead of taking the id back again.
+   * STREAM_INSTANCE_ID: the loop ends with that error instead of taking the id back again. Two
+   * such processes fence each other every few seconds; a broker restart fences a member once.
    */
   instanceFencings: { times: number; withinMs: number };
   /** Most time one client of a session may take to close (it leaves the group, flushes, aborts). */
@@ -53,7 +54,7 @@ export const defaultTimings: Readonly<LoopTimings> = {
   endOffsetsIntervalMs: 2000,
   restartBackoff: { firstMs: 200, maxMs: 5000 },
   maxConsecutiveRestarts: 30,
-  instanceFencings: { times: 3, withinMs: 300_000 },
+  instanceFencings: { times: 3, withinMs: 60_000 },
   closeTimeoutMs: 15_000,
   sendRetries: 10,
   sendRetryPauseMs: 500,

@@ -22,14 +22,18 @@ const START_READ_TIMEOUT_MS = 5_000;
  */
 const START_GIVE_UP_MS = 90_000;
 /**
- * How long "never committed" for a partition this client saw committed is not believed, across
- * consumers. A restarting coordinator gives that answer for moments (seed 25 below); past this the
- * partition starts at the offset the client saw committed, which loses nothing: it was committed
- * after the outputs of every record below it were acknowledged (at-least-once) or with them
- * (exactly-once). Node + librdkafka, after a static member's fencing: librdkafka answered a commit
- * of a partition as done that the group never got, and the partition was held for good.
+ * How long "never committed" for a partition this client committed itself (at-least-once) is not
+ * believed, across consumers. A restarting coordinator gives that answer for moments (seed 25
+ * below); past this the group lacks this client's commit (the binding reports a commit queued, not
+ * done: after a static member's fencing, one was refused unseen and the partition was held for
+ * good), and the partition starts at that offset, which loses nothing: the offset was committed
+ * after the outputs of every record below it were acknowledged. An offset only read from the group
+ * (exactly-once commits go through the transaction) keeps its partition held: another owner may
+ * have committed past it since.
  */
 const DISBELIEF_MS = 30_000;
+/** "Never committed" answers further apart than this are not one refusal (the partition was elsewhere in between). */
+const DISBELIEF_GAP_MS = 20_000;
 /** librdkafka's logical offsets for `assign`. */
 const OFFSET_BEGINNING = -2;
 const OFFSET_END = -1;
@@ -43,33 +47,49 @@ export interface ConfluentMember {
 
 /**
  * Committed offsets a client has seen, per group and partition, across its consumers (a loop
- * starts a fresh consumer for every session). Only used to refuse "never committed" for a
- * partition whose group is known to have committed it (see ConfluentConsumer #start).
+ * starts a fresh consumer for every session): read from the group, or committed by this client
+ * (queued: see `commit`). Used to refuse "never committed" for a partition whose group is known
+ * to have committed it (see ConfluentConsumer #start), and, when this client's own commit is the
+ * one the group lacks, as the partition's start once the refusal has lasted `DISBELIEF_MS`.
  */
 export class KnownOffsets {
-  readonly #offsets = new Map<string, bigint>();
-  /** Since when the group's answer for a partition has been "never committed" against what is known. */
-  readonly #disbelieved = new Map<string, number>();
+  readonly #offsets = new Map<string, { offset: bigint; ownCommit: boolean }>();
+  /** Since when (and last when) the group has answered "never committed" against what is known. */
+  readonly #disbelieved = new Map<string, { since: number; last: number }>();
 
-  get(group: string, tp: TopicPartition): bigint | undefined {
-    return this.#offsets.get(`${group}\u0000${partitionKey(tp.topic, tp.partition)}`);
+  get(group: string, tp: TopicPartition): { offset: bigint; ownCommit: boolean } | undefined {
+    return this.#offsets.get(keyOf(group, tp));
   }
 
-  note(group: string, tp: TopicPartition, offset: bigint): void {
-    const k = `${group}\u0000${partitionKey(tp.topic, tp.partition)}`;
+  /** An offset read from the group, or (`ownCommit`) one this client committed. */
+  note(group: string, tp: TopicPartition, offset: bigint, ownCommit = false): void {
+    const k = keyOf(group, tp);
     this.#disbelieved.delete(k);
     const before = this.#offsets.get(k);
-    if (before === undefined || offset > before) this.#offsets.set(k, offset);
+    if (before === undefined || offset > before.offset) this.#offsets.set(k, { offset, ownCommit });
+    else if (offset === before.offset && !ownCommit) before.ownCommit = false; // the group has it
   }
 
-  /** How long (ms) "never committed" has been read for this partition, across consumers, this time included. */
+  /**
+   * How long (ms) "never committed" has been answered for this partition, across consumers, this
+   * answer included. Answers further apart than `DISBELIEF_GAP_MS` (the partition went elsewhere
+   * meanwhile) start the count again.
+   */
   disbelieve(group: string, tp: TopicPartition, now: number): number {
-    const k = `${group}\u0000${partitionKey(tp.topic, tp.partition)}`;
-    const since = this.#disbelieved.get(k) ?? now;
-    this.#disbelieved.set(k, since);
+    const k = keyOf(group, tp);
+    const seen = this.#disbelieved.get(k);
+    const since = seen && now - seen.last <= DISBELIEF_GAP_MS ? seen.since : now;
+    this.#disbelieved.set(k, { since, last: now });
     return now - since;
   }
+
+  /** The partition started at its known offset: the count is over. */
+  believe(group: string, tp: TopicPartition): void {
+    this.#disbelieved.delete(keyOf(group, tp));
+  }
 }
+
+const keyOf = (group: string, tp: TopicPartition) => `${group}\u0000${partitionKey(tp.topic, tp.partition)}`;
 
 export class ConfluentConsumer implements GroupConsumer {
   readonly #lib: Library;
@@ -94,7 +114,7 @@ export class ConfluentConsumer implements GroupConsumer {
    * committed after it.
    */
   #assignments = 0;
-  /** Commits in flight: a revoke waits for them, so they land in the generation they belong to. */
+  /** Commits in flight (queued with librdkafka): a revoke waits for them, so they are sent in the generation they belong to. */
   readonly #commits = new InFlight();
   /** Admin requests in flight; close waits for them before it frees the native handles. */
   readonly #adminCalls = new InFlight();
@@ -191,7 +211,7 @@ export class ConfluentConsumer implements GroupConsumer {
 
   /**
    * Finishes a pending revoke once the loop's rebalance hook has run (it commits while this
-   * generation holds) and the commits sent in this generation are done. False while the hook is
+   * generation holds) and the commits sent in this generation are queued (librdkafka holds the rebalance until they are answered). False while the hook is
    * still running: the loop must get back control to commit, so poll returns at once.
    */
   async #settleRevoke(timeoutMs: number): Promise<boolean> {
@@ -294,13 +314,14 @@ export class ConfluentConsumer implements GroupConsumer {
       } else if (typeof entry.offset === "number" && entry.offset >= 0) {
         starts.push({ topic: tp.topic, partition: tp.partition, offset: entry.offset });
         this.#known.note(group, tp, BigInt(entry.offset));
-      } else if (known !== undefined && this.#known.disbelieve(group, tp, Date.now()) < DISBELIEF_MS) {
+      } else if (known !== undefined && (!known.ownCommit || this.#known.disbelieve(group, tp, performance.now()) < DISBELIEF_MS)) {
         held.push(tp);
         disbelieved = true;
-        reasons.push(`${tp.topic}:${tp.partition} read as never committed, but ${known} was committed`);
+        reasons.push(`${tp.topic}:${tp.partition} read as never committed, but ${known.offset} was committed`);
       } else if (known !== undefined) {
-        this.#options.log?.("warn", `${tp.topic}:${tp.partition}: the group has answered "never committed" for ${Math.round(DISBELIEF_MS / 1000)} s, but this client saw ${known} committed: starting there`);
-        starts.push({ topic: tp.topic, partition: tp.partition, offset: Number(known) });
+        this.#known.believe(group, tp);
+        this.#options.log?.("warn", `${tp.topic}:${tp.partition}: the group has answered "never committed" for ${Math.round(DISBELIEF_MS / 1000)} s, but this client committed ${known.offset}: starting there`);
+        starts.push({ topic: tp.topic, partition: tp.partition, offset: Number(known.offset) });
       } else {
         starts.push({ topic: tp.topic, partition: tp.partition, offset: this.#options.offsetReset === "latest" ? OFFSET_END : OFFSET_BEGINNING });
       }
@@ -338,7 +359,7 @@ export class ConfluentConsumer implements GroupConsumer {
     if (offsets.length === 0) return;
     const list = offsets.map((o) => ({ topic: o.topic, partition: o.partition, offset: Number(o.offset) }));
     const sent = call((cb) => extras(this.#consumer).commitCb(list, cb)).then(() => {
-      for (const o of offsets) this.#known.note(this.#options.groupId, o, o.offset);
+      for (const o of offsets) this.#known.note(this.#options.groupId, o, o.offset, true);
     }, (error) => {
       throw classifyConsumer(error, "committing offsets", this.#options.groupInstanceId);
     });

@@ -34,7 +34,7 @@ export const disconnect = (client: Rd.Producer | Rd.KafkaConsumer) =>
 interface ConsumerExtras {
   /** consume(n) returns as soon as one record is there, with what else is ready, instead of waiting for n. */
   setDefaultIsTimeoutOnlyForFirstMessage(value: boolean): void;
-  /** An asynchronous commit of explicit offsets, with its result. */
+  /** An asynchronous commit of explicit offsets (librdkafka commitAsync): the callback says it was queued, not that the group has it. */
   commitCb(offsets: Rd.TopicPartitionOffset[], cb: (err: unknown) => void): void;
   /** Whether the revoke under way is of a lost assignment (the session expired). */
   assignmentLost(): boolean;
