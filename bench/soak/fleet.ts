@@ -132,6 +132,9 @@ export class Fleet {
       STREAM_ADMIN_ADDR: "127.0.0.1:0",
       STREAM_RECORD_INTERVAL_MS: "1000",
       STREAM_LOG_FORMAT: "json",
+      // Local state stores of this soak only (shared by its processes, as on one host): the default
+      // .fv-state/<pipeline> kept the last soak's, which its fresh broker's state topics do not know.
+      STREAM_STATE_DIR: join(this.options.logDir, `state-${pipeline}`),
       ...(this.options.kafkaClient ? { STREAM_KAFKA_CLIENT: this.options.kafkaClient } : {}),
     });
     const [cmd, ...args] = this.#command(this.options.files[pipeline]!);
