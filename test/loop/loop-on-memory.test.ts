@@ -548,32 +548,27 @@ describe("a static member fenced by a consumer with its group.instance.id", () =
     expect(loop.counters.restarts).toBe(2);
   });
 
-  test("fencings further apart than the window are rejoins each time", async () => {
+  /** Two rows, polls failing with `faults` in turn: the loop must rejoin after each and commit both rows once. */
+  async function rejoinsEachTime(faults: Array<{ error: FvError; times: number }>, instanceFencings: { times: number; withinMs: number }) {
     const kafka = new MemoryKafka();
     kafka.createTopic("in", 1);
     kafka.createTopic("out", 1);
     kafka.produce("in", [0, 1].map((id) => ({ key: null, value: json({ id }) })));
-    kafka.failNext("poll", fenced(), { times: 3 });
-    // The backoff (0.2, 0.4 s) keeps each fencing more than 150 ms after the one before.
-    const { loop, stop } = start(kafka, planOf(selectId, { STREAM_INSTANCE_ID: "pod-7" }), { timings: { instanceFencings: { times: 2, withinMs: 150 } } });
+    for (const { error, times } of faults) kafka.failNext("poll", error, { times });
+    const { loop, stop } = start(kafka, planOf(selectId, { STREAM_INSTANCE_ID: "pod-7" }), { timings: { instanceFencings } });
     await waitFor("the rows are committed", () => kafka.committed(GROUP)["in:0"] === 2n, 10_000);
     expect(loop.counters.restarts).toBe(3);
     expect(await stop()).toBe("STOPPED");
     expect(values(kafka, "out")).toEqual([0, 1].map((id) => json({ id })));
+  }
+
+  test("fencings further apart than the window are rejoins each time", async () => {
+    // The backoff (0.2, 0.4 s) keeps each fencing more than 150 ms after the one before.
+    await rejoinsEachTime([{ error: fenced(), times: 3 }], { times: 2, withinMs: 150 });
   }, 20_000);
 
   test("other failures in between do not count as fencings of the static member", async () => {
-    const kafka = new MemoryKafka();
-    kafka.createTopic("in", 1);
-    kafka.createTopic("out", 1);
-    kafka.produce("in", [0, 1].map((id) => ({ key: null, value: json({ id }) })));
-    kafka.failNext("poll", fenced());
-    kafka.failNext("poll", new FvError("KAFKA_FENCED", "the group moved on"), { times: 2 });
-    const { loop, stop } = start(kafka, planOf(selectId, { STREAM_INSTANCE_ID: "pod-7" }), { timings: { instanceFencings: { times: 2, withinMs: 60_000 } } });
-    await waitFor("the rows are committed", () => kafka.committed(GROUP)["in:0"] === 2n, 10_000);
-    expect(loop.counters.restarts).toBe(3);
-    expect(await stop()).toBe("STOPPED");
-    expect(values(kafka, "out")).toEqual([0, 1].map((id) => json({ id })));
+    await rejoinsEachTime([{ error: fenced(), times: 1 }, { error: new FvError("KAFKA_FENCED", "the group moved on"), times: 2 }], { times: 2, withinMs: 60_000 });
   }, 20_000);
 });
 

@@ -211,8 +211,9 @@ export class ConfluentConsumer implements GroupConsumer {
 
   /**
    * Finishes a pending revoke once the loop's rebalance hook has run (it commits while this
-   * generation holds) and the commits sent in this generation are queued (librdkafka holds the rebalance until they are answered). False while the hook is
-   * still running: the loop must get back control to commit, so poll returns at once.
+   * generation holds) and the commits sent in this generation are queued (librdkafka holds the
+   * rebalance until they are answered). False while the hook is still running: the loop must get
+   * back control to commit, so poll returns at once.
    */
   async #settleRevoke(timeoutMs: number): Promise<boolean> {
     if (!this.#revokePending) return true;

@@ -101,9 +101,9 @@ export function classifyTransactional(error: unknown, what: string): FvError {
  * very member: its rejoin across a broker restart, answered for a member id it never learnt, takes
  * the instance id from the member id it still holds (Node + librdkafka soak, seed 101: a stateless
  * process ended FAILED 2 s after the broker came back). So it is fenced: the loop starts a fresh
- * consumer, which takes the id back, and the pure-JS adapter does the same with the broker's
- * FENCED_INSTANCE_ID. Two processes that keep fencing each other end with a clear error there
- * (consumer-loop.ts, `instanceFenced`).
+ * consumer, which takes the id back (the pure-JS library rejoins on FENCED_INSTANCE_ID by itself).
+ * Two processes that keep fencing each other end with a clear error (consumer-loop.ts,
+ * `#sharedInstanceId`).
  */
 export function classifyConsumer(error: unknown, what: string, groupInstanceId: string | undefined): FvError {
   const sorted = classify(error, what);

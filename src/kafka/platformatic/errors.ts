@@ -45,7 +45,7 @@ export function classify(error: unknown, what: string): FvError {
   // but a retry on this one can never succeed.
   const clientClosed = has("closed", true);
   // A newer consumer took this static member's group.instance.id (see consumer-loop.ts, `instanceFenced`).
-  const instanceFenced = has("fencedInstanceId", true) || has("apiId", "FENCED_INSTANCE_ID");
+  const instanceFenced = has("fencedInstanceId", true);
   const context = {
     ...(unreachable && !clientClosed ? { unreachable } : {}),
     ...(clientClosed ? { clientClosed: true } : {}),
