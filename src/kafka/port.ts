@@ -202,6 +202,12 @@ export interface ReadProgress {
   /** Where the read started, and where it ends (the last stable offset when it began). */
   start: bigint;
   end: bigint;
+  /**
+   * The log's end (high watermark), asked only when the read starts past `end`: a transaction
+   * still open holds the last stable offset back, and records after it may be committed ones.
+   * Otherwise `end`.
+   */
+  logEnd: bigint;
   /** The topic's id (Kafka's topic UUID): a topic deleted and created again has another. */
   topicId?: string;
 }

@@ -293,21 +293,25 @@ export class OperatorTasks {
         const from = store?.covered;
         const progress = this.#startProgress(stage, partition, store);
         let end: bigint | undefined;
+        let logEnd: bigint | undefined;
         let topicId: string | undefined;
         const records = await this.#admin.readPartition(this.#options.stateTopic, partition, {
           ...(from === undefined ? {} : { from }),
           onProgress: (p) => {
             end = p.end;
+            logEnd = p.logEnd;
             topicId = p.topicId;
             this.#progressed(progress, p.position, p.end, p.start);
           },
         });
         // A store of another incarnation of the state topic (deleted and created again, a new
-        // broker's): it covers offsets of a log that is gone.
+        // broker's): it covers offsets of a log that is gone. Past the log's end, not only past the
+        // stable end: a transaction left open (a skipped marker) holds that back, while this
+        // store covers this member's own committed transactions after it.
         const foreign = store && store.topicId !== undefined && topicId !== undefined && store.topicId !== topicId
           ? `it was written from another ${this.#options.stateTopic} (topic id ${store.topicId}, now ${topicId}: deleted and created again?)`
-          : store && from !== undefined && end !== undefined && from > end
-          ? `it covers ${this.#options.stateTopic}[${partition}] up to offset ${from}, past the topic's end ${end} (was the state topic deleted and created again?)`
+          : store && from !== undefined && logEnd !== undefined && from > logEnd
+          ? `it covers ${this.#options.stateTopic}[${partition}] up to offset ${from}, past the topic's end ${logEnd} (was the state topic deleted and created again?)`
           : undefined;
         if (foreign) {
           store = await this.#options.stores!.rebuild(store!, foreign);

@@ -250,6 +250,34 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(await admin.committedOffsets(group, [input]), [{ topic: input, partition: 0, offset: -1n }]);
     });
 
+    test("a state read that starts past the last stable offset (another producer's transaction still open before this one's commits) returns nothing and reports the log's end", async () => {
+      const topic = await topicWith(1);
+      const open = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-open") }));
+      await open.ready();
+      await open.send([{ topic, key: null, value: "open", partition: 0 }]);
+      const mine = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-mine") }));
+      await mine.ready();
+      await mine.send([{ topic, key: null, value: "c1", partition: 0 }, { topic, key: null, value: "c2", partition: 0 }]);
+      await mine.commit();
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      // Offsets: open 0, c1 1, c2 2, commit marker 3. The stable end stays at 0 while "open" is open.
+      let heard: { end: bigint; logEnd: bigint } | undefined;
+      assert.deepEqual(await admin.readPartition(topic, 0, { from: 2n, onProgress: ({ end, logEnd }) => void (heard = { end, logEnd }) }), []);
+      assert.deepEqual(heard, { end: 0n, logEnd: 4n });
+      // A read from before the stable end ends there, and needs no log end.
+      assert.deepEqual(await admin.readPartition(topic, 0, { onProgress: ({ end, logEnd }) => void (heard = { end, logEnd }) }), []);
+      assert.deepEqual(heard, { end: 0n, logEnd: 0n });
+      await open.abort();
+      // The coordinator writes the abort marker after it answers: read until the stable end moved.
+      let read: InboundRecord[] = [];
+      for (let i = 0; i < 50 && heard.end === 0n; i++) {
+        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+        read = await admin.readPartition(topic, 0, { onProgress: ({ end, logEnd }) => void (heard = { end, logEnd }) });
+      }
+      assert.deepEqual(values(read), ["c1", "c2"]);
+      assert.deepEqual(heard, { end: 5n, logEnd: 5n });
+    });
+
     // The library sends one partition per TxnOffsetCommit and shares a request in flight with a
     // second call (which then sends nothing): a checkpoint's offsets must go in one request.
     test("a checkpoint's offsets for three partitions go in one TxnOffsetCommit request, and all three are committed", { skip: adapter !== "platformatic" && "counts the pure-JS client's requests" }, async () => {

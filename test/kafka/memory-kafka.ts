@@ -883,7 +883,7 @@ class MemoryAdmin implements Admin {
     const start = options.from ?? 0n;
     const end = log.stableEnd;
     const read = log.readCommitted(start);
-    options.onProgress?.({ position: read.next, start, end, topicId: this.#kafka.topicId(topic) });
+    options.onProgress?.({ position: read.next, start, end, logEnd: start > end ? log.end : end, topicId: this.#kafka.topicId(topic) });
     return read.records;
   }
 

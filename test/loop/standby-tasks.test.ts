@@ -56,7 +56,7 @@ function setup(options: { failWith?: Error; transactional?: boolean } = {}) {
     ],
     readPartition: async (_topic: string, partition: number, read: ReadPartitionOptions = {}) => {
       const all = records.get(partition) ?? [];
-      read.onProgress?.({ position: read.from ?? 0n, start: read.from ?? 0n, end: BigInt(all.length), topicId: "t1" });
+      read.onProgress?.({ position: read.from ?? 0n, start: read.from ?? 0n, end: BigInt(all.length), logEnd: BigInt(all.length), topicId: "t1" });
       return all.filter((r) => r.offset >= (read.from ?? 0n));
     },
   } as unknown as Admin;

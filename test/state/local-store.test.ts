@@ -158,15 +158,18 @@ describe.each([
       }
       return [{ topic: "fv-state-p", partition: 0, offset: first }];
     };
+    // `hold.stableEnd`: a transaction left open there holds read_committed readers back.
+    const hold: { stableEnd?: number } = {};
     const admin = {
       readPartition: async (_topic: string, _partition: number, options: ReadPartitionOptions = {}) => {
         reads.push(options.from);
         const start = options.from ?? 0n;
-        options.onProgress?.({ position: BigInt(log.length), start, end: BigInt(log.length), topicId: "t1" });
-        return log.filter((r) => r.offset >= start);
+        const end = BigInt(hold.stableEnd ?? log.length);
+        options.onProgress?.({ position: start > end ? start : end, start, end, logEnd: start > end ? BigInt(log.length) : end, topicId: "t1" });
+        return log.filter((r) => r.offset >= start && r.offset < end);
       },
     } as unknown as Admin;
-    return { log, reads, append, admin };
+    return { log, reads, append, admin, hold };
   }
 
   function tasksOn(admin: Admin, dir: string) {
@@ -289,6 +292,52 @@ describe.each([
     expect(repair.map((r) => r.key)).toEqual([aKey, "0/\u0000offsets"]);
     expect(repair[0]!.value).toEqual(new TextDecoder().decode(aCommitted!));
     await next.tasks.close();
+  });
+
+  test("a store that covers the changelog past its stable end (a transaction left open before its own holds it back) is kept, not rebuilt; one past the log's end is rebuilt", async () => {
+    const dir = tempDir();
+    const { log, reads, append, admin, hold } = changelog();
+    const first = tasksOn(admin, dir);
+    const task = await first.tasks.task(stage, 0);
+    feed(first.tasks, task, ["a", "b"], 0);
+    let drained = first.tasks.drainChangelog();
+    first.tasks.persist(drained, append(drained));
+    const held = log.length;
+    // Another producer's transaction, left open (its marker skipped), then this member's own commits after it.
+    log.push({ topic: "fv-state-p", partition: 0, offset: BigInt(log.length), timestamp: 0n, headers: [], key: encoder.encode("zombie"), value: encoder.encode("x") });
+    hold.stableEnd = held;
+    feed(first.tasks, task, ["c", "a"], 2);
+    drained = first.tasks.drainChangelog();
+    first.tasks.persist(drained, append(drained));
+    const expected = stateOf(task.op);
+    await first.tasks.close();
+
+    const logs: string[] = [];
+    const again = () => {
+      const counters = emptyCounters();
+      const tasks = new OperatorTasks([stage], admin, { stateTopic: "fv-state-p", idlePartitionMs: 10_000, maxStateKeys: 1_000_000, pipeline: "p", stores: new LocalStateStores(dir, (_level, message) => logs.push(message)), ...(cacheKeys ? { cacheKeys } : {}) }, counters);
+      tasks.setStageTopics(stage, ["in"]);
+      return { tasks, counters };
+    };
+    const second = again();
+    const restored = await second.tasks.task(stage, 0);
+    // Read from where the store's last group starts, past the stable end: nothing; the state is exactly the store's.
+    expect(reads.at(-1)).toBe(BigInt(held + 1));
+    expect(second.counters.restoredRecords).toBe(0);
+    expect(logs.filter((l) => l.includes("rebuilding"))).toEqual([]);
+    expect(stateOf(restored.op)).toEqual(expected);
+    await second.tasks.close();
+
+    // The log cut back before what the store covers: that store belongs to a log that is gone.
+    log.length = held;
+    hold.stableEnd = undefined;
+    const third = again();
+    await third.tasks.task(stage, 0);
+    expect(logs.filter((l) => l.includes("rebuilding")).map((l) => l.replace(/ up to offset \d+/, ""))).toEqual([
+      expect.stringContaining(`it covers fv-state-p[0], past the topic's end ${held}`),
+    ]);
+    expect(reads.at(-1)).toBeUndefined();
+    await third.tasks.close();
   });
 
   test("a changelog that was never committed (an aborted transaction's) never reaches the store", async () => {

@@ -18,11 +18,11 @@ async function partitionCountsOf(admin: Rd.IAdminClient, topics: string[]): Prom
 }
 
 /** End offsets (next offset to be written, read_committed) of every partition of the topics. */
-export async function latestOffsets(lib: Library, admin: Rd.IAdminClient, topics: string[]): Promise<CommitOffset[]> {
+export async function latestOffsets(lib: Library, admin: Rd.IAdminClient, topics: string[], stable = true): Promise<CommitOffset[]> {
   const wanted: Rd.TopicPartitionOffsetSpec[] = partitionsOf(await partitionCountsOf(admin, topics)).map((tp) => ({ ...tp, offset: lib.OffsetSpec.LATEST }));
   if (wanted.length === 0) return [];
   const result = await call<Rd.ListOffsetsResult[]>((cb) =>
-    admin.listOffsets(wanted, { timeout: ADMIN_TIMEOUT_MS, isolationLevel: lib.IsolationLevel.READ_COMMITTED }, cb)
+    admin.listOffsets(wanted, { timeout: ADMIN_TIMEOUT_MS, isolationLevel: stable ? lib.IsolationLevel.READ_COMMITTED : lib.IsolationLevel.READ_UNCOMMITTED }, cb)
   );
   return result.filter((r) => !r.error).map((r) => ({ topic: r.topic, partition: r.partition, offset: BigInt(r.offset) }));
 }
@@ -100,7 +100,15 @@ export class ConfluentAdmin implements Admin {
       });
       topicId = described?.topicId?.base64str;
     }
-    const progress = (position: bigint) => options.onProgress?.({ position, start: from, end: end?.offset ?? 0n, ...(topicId ? { topicId } : {}) });
+    const stableEnd = end?.offset ?? 0n;
+    let logEnd = stableEnd;
+    if (options.onProgress && from > stableEnd) {
+      const [last] = (await latestOffsets(this.#lib, this.#admin, [topic], false).catch((error) => {
+        throw classify(error, `reading the log end of ${topic}[${partition}]`);
+      })).filter((o) => o.partition === partition);
+      if (last && last.offset > logEnd) logEnd = last.offset;
+    }
+    const progress = (position: bigint) => options.onProgress?.({ position, start: from, end: stableEnd, logEnd, ...(topicId ? { topicId } : {}) });
     progress(from);
     if (!end || end.offset <= 0n || end.offset <= from) return out;
     const consumer = new this.#lib.KafkaConsumer({

@@ -9,7 +9,7 @@ import { parseUserData } from "./assigner.ts";
 import { byTopic, createMissingTopics, partitionsOf } from "../shared.ts";
 import { STABLE_OFFSETS_WAIT_MS } from "./consumer.ts";
 import { classify, topicAlreadyExists, unstableOffsetCommit } from "./errors.ts";
-import { headerName, READ_COMMITTED } from "./records.ts";
+import { headerName, READ_COMMITTED, READ_UNCOMMITTED } from "./records.ts";
 
 /** A state restore read without progress for this long gives up (retryable: the restore reads again). */
 const READ_STALL_MS = 10_000;
@@ -82,7 +82,10 @@ export class PlatformaticAdmin implements Admin {
       const info = (await reader.metadata({ topics: [topic] })).topics.get(topic);
       const leader = info?.partitions[partition]?.leader;
       if (!info || leader === undefined || leader < 0) throw new FvError("KAFKA_RETRYABLE", `${topic}[${partition}] has no leader to read from`);
-      const progress = () => options.onProgress?.({ position, start, end, ...(info.id ? { topicId: String(info.id) } : {}) });
+      const logEnd = options.onProgress && start > end
+        ? (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, isolationLevel: READ_UNCOMMITTED })).get(topic)?.[partition] ?? end
+        : end;
+      const progress = () => options.onProgress?.({ position, start, end, logEnd, ...(info.id ? { topicId: String(info.id) } : {}) });
       progress();
       let idle = 0;
       while (position < end) {

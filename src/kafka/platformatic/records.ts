@@ -6,7 +6,8 @@ import type { InboundRecord, OutboundRecord } from "../port.ts";
 import type { LeanBatch } from "./fetch-parser.ts";
 import { DecodedTexts, toBuffer } from "../shared.ts";
 
-/** The 1 of the Kafka protocol's isolation level: read_committed. */
+/** The Kafka protocol's isolation levels: read_uncommitted (0) and read_committed (1). */
+export const READ_UNCOMMITTED = 0;
 export const READ_COMMITTED = 1;
 
 export type LibraryMessage = Message<Buffer, Buffer, Buffer, Buffer>;
