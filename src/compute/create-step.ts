@@ -32,6 +32,11 @@ export interface ComputeStep {
   processBatch(rows: Row[], keys?: ReadonlyArray<Uint8Array | string | null>): Promise<ComputeResult[]>;
   /** Rows per call; `processBatch` splits larger arrays into batches of this size. */
   readonly batchSize: number;
+  /**
+   * `processBatch` may be called again before the last call settled, and takes the calls in the
+   * order they were made: the loop hands it rows a batch at a time while it reads the rest.
+   */
+  readonly overlaps?: boolean;
   /** Calls, timeouts, restarts and poison rows so far. */
   readonly counters: ComputeCounters;
   /** The manifest the ref resolved to (none for an http step). */

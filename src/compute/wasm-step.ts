@@ -11,7 +11,6 @@
  * Plugin state (Extism vars, module globals) is not snapshotted: a restart or a trap starts the
  * plugin afresh.
  */
-import { SerialQueue } from "../async.ts";
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import { rowCaster } from "./columns.ts";
@@ -25,13 +24,20 @@ import { type ComputeResult, PoisonReasons } from "./results.ts";
 
 /** Chunks of one batch handed to the client at a time (one runs in the plugin, the others wait encoded). */
 const CHUNKS_IN_FLIGHT = 4;
+/**
+ * Calls sent to the plugin host before the first of them answers: the host runs them one after
+ * another, so the plugin goes on with the next while this thread is busy (decoding the next rows,
+ * parsing an answer) instead of waiting for it to send one.
+ */
+const CALLS_IN_HOST = 8;
 /** A plugin host gets this long to load and compile the module (a Go module takes about a second). */
 const START_TIMEOUT_MS = 30_000;
 
-interface Pending {
-  id: number;
-  /** The call is over: the next queued call goes to the plugin first, then `outcome` is made (a reply parsed) and handed back. */
-  settle(outcome: () => CallOutcome): void;
+/** A call sent to the plugin host: the first of them runs, the others wait there in order. */
+interface Sent {
+  call: QueuedCall;
+  /** Its timeout, once it runs (it is the first). */
+  timer?: ReturnType<typeof setTimeout>;
 }
 
 /** A call waiting for the plugin, its input already encoded. */
@@ -50,8 +56,8 @@ interface Generation {
   channel?: PluginChannel;
   /** Init done: calls may go to it. */
   ready?: boolean;
-  /** The one call in the plugin now. */
-  pending?: Pending;
+  /** Calls sent and not answered, in order: the first runs in the plugin now. */
+  sent: Sent[];
   onHello?: () => void;
   onInit?: (message: FromPluginHost) => void;
   onStartDeath?: (reason: string) => void;
@@ -67,7 +73,7 @@ export class PluginClient {
   readonly #context: Record<string, unknown>;
   #generation: Generation | undefined;
   #ready: Promise<string[]> | undefined;
-  /** Calls encoded and waiting their turn: one is in the plugin at a time. */
+  /** Calls encoded and waiting to be sent (up to CALLS_IN_HOST wait in the host itself). */
   readonly #queue: QueuedCall[] = [];
   #nextId = 1;
   #closed = false;
@@ -92,7 +98,7 @@ export class PluginClient {
   }
 
   #start(): Promise<string[]> {
-    const generation: Generation = {};
+    const generation: Generation = { sent: [] };
     this.#generation = generation;
     return new Promise<string[]>((resolve, reject) => {
       const timer = setTimeout(() => fail(`the plugin did not start within ${START_TIMEOUT_MS} ms`), START_TIMEOUT_MS);
@@ -147,10 +153,8 @@ export class PluginClient {
       case "log":
         this.#host.log(message.level, message.message, this.#context);
         return;
-      case "result": {
-        const pending = generation.pending;
-        if (!pending || pending.id !== message.id) return;
-        pending.settle(() => {
+      case "result":
+        this.#answered(generation, message.id, () => {
           try {
             return { ok: true, output: message.value !== undefined ? message.value : JSON.parse(message.output ?? "") };
           } catch {
@@ -158,13 +162,9 @@ export class PluginClient {
           }
         });
         return;
-      }
-      case "failed": {
-        const pending = generation.pending;
-        if (!pending || pending.id !== message.id) return;
-        pending.settle(() => ({ ok: false, reason: message.reason ?? PoisonReasons.pluginError, message: message.message, divisible: true }));
+      case "failed":
+        this.#answered(generation, message.id, () => ({ ok: false, reason: message.reason ?? PoisonReasons.pluginError, message: message.message, divisible: true }));
         return;
-      }
     }
   }
 
@@ -174,17 +174,67 @@ export class PluginClient {
       generation.onStartDeath(reason);
       return;
     }
-    const pending = generation.pending;
+    const running = this.#takeBack(generation);
     this.#host.log("warn", `${reason}; starting it again`, this.#context);
     this.#restart();
-    pending?.settle(() => ({ ok: false, reason: PoisonReasons.pluginCrash, message: reason, divisible: true }));
+    this.#pump();
+    running?.resolve({ ok: false, reason: PoisonReasons.pluginCrash, message: reason, divisible: true });
+  }
+
+  /**
+   * The first sent call answered: the next one runs now (its timeout starts), more are sent, and
+   * then `outcome` is made (a reply parsed) and handed back.
+   */
+  #answered(generation: Generation, id: number, outcome: () => CallOutcome): void {
+    const first = generation.sent[0];
+    // The host answers in the order it was sent; anything else is from a call already given up.
+    if (!first || first.call.id !== id) return;
+    clearTimeout(first.timer);
+    generation.sent.shift();
+    this.#startTimer(generation);
+    this.#pump();
+    first.call.resolve(outcome());
+  }
+
+  /**
+   * The host is going away: its calls that never ran go back to the front of the queue, for the
+   * next host; the one that ran is returned.
+   */
+  #takeBack(generation: Generation): QueuedCall | undefined {
+    const [running, ...waiting] = generation.sent.splice(0);
+    if (running) clearTimeout(running.timer);
+    this.#queue.unshift(...waiting.map((w) => w.call));
+    return running?.call;
+  }
+
+  /** The first sent call runs in the plugin: its timeout starts now. */
+  #startTimer(generation: Generation): void {
+    const first = generation.sent[0];
+    if (!first || first.timer !== undefined) return;
+    const call = first.call;
+    first.timer = setTimeout(() => {
+      if (generation.sent[0] !== first) return;
+      this.#takeBack(generation);
+      this.counters.timeouts++;
+      this.#host.log("warn", `the plugin did not answer within ${call.timeoutMs} ms; starting it again`, { ...this.#context, rows: call.rows });
+      if (this.#isolation === "worker") {
+        // Measured on Bun 1.4.5 and Deno 2.9.6: terminate() returns, but a thread spinning
+        // inside WebAssembly keeps running until the process exits.
+        this.#host.log("error", 'a plugin worker was terminated while it ran; on Bun and Deno its thread may keep spinning and burn a core until the process exits. Use isolation = "process" for plugins that can run away', this.#context);
+      }
+      this.#restart();
+      call.resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${call.timeoutMs} ms (timeoutMs); the plugin was restarted`, divisible: false });
+      this.#pump();
+    }, call.timeoutMs);
   }
 
   /**
    * One call; never rejects for the plugin's own failures, only when no plugin host can start.
-   * Calls queue: the input is encoded at once, and the call goes to the plugin the moment the
-   * one before it answers (before that answer is parsed), so the plugin is not left idle while
-   * this thread encodes and decodes. Its timeout counts from then.
+   * Calls queue: the input is encoded at once and sent while fewer than CALLS_IN_HOST wait in the
+   * host, which runs them in order, so the plugin is not left idle while this thread encodes and
+   * decodes. A call's timeout counts from when the one before it answered (as this thread
+   * hears it). A host that dies or times out takes only the call it ran with it: the calls
+   * waiting behind it go to the next host.
    */
   async call(fn: string, rows: Row[], timeoutMs: number): Promise<CallOutcome> {
     const id = this.#nextId++;
@@ -199,7 +249,7 @@ export class PluginClient {
     return outcome;
   }
 
-  /** Sends the next queued call if the plugin is ready and idle. */
+  /** Sends queued calls while the plugin host is ready and holds fewer than CALLS_IN_HOST. */
   #pump(): void {
     if (this.#queue.length === 0) return;
     const generation = this.#generation;
@@ -215,31 +265,12 @@ export class PluginClient {
       });
       return;
     }
-    if (generation.pending) return;
-    const call = this.#queue.shift()!;
-    const timer = setTimeout(() => {
-      generation.pending = undefined;
-      this.counters.timeouts++;
-      this.#host.log("warn", `the plugin did not answer within ${call.timeoutMs} ms; starting it again`, { ...this.#context, rows: call.rows });
-      if (this.#isolation === "worker") {
-        // Measured on Bun 1.4.5 and Deno 2.9.6: terminate() returns, but a thread spinning
-        // inside WebAssembly keeps running until the process exits.
-        this.#host.log("error", 'a plugin worker was terminated while it ran; on Bun and Deno its thread may keep spinning and burn a core until the process exits. Use isolation = "process" for plugins that can run away', this.#context);
-      }
-      this.#restart();
-      call.resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${call.timeoutMs} ms (timeoutMs); the plugin was restarted`, divisible: false });
-      this.#pump();
-    }, call.timeoutMs);
-    generation.pending = {
-      id: call.id,
-      settle: (outcome) => {
-        clearTimeout(timer);
-        generation.pending = undefined;
-        this.#pump();
-        call.resolve(outcome());
-      },
-    };
-    generation.channel!.send({ type: "call", id: call.id, fn: call.fn, input: call.input });
+    while (this.#queue.length > 0 && generation.sent.length < CALLS_IN_HOST) {
+      const call = this.#queue.shift()!;
+      generation.sent.push({ call });
+      generation.channel!.send({ type: "call", id: call.id, fn: call.fn, input: call.input });
+    }
+    this.#startTimer(generation);
   }
 
   close(): void {
@@ -260,7 +291,6 @@ export class WasmStep {
   readonly #client: PluginClient;
   readonly #castIn: ((row: Row) => Row) | null;
   readonly #castOut: ((row: Row) => Row) | null;
-  readonly #batches = new SerialQueue();
   #closed = false;
 
   constructor(ref: string, manifest: TransformManifest, client: PluginClient, batchSize: number) {
@@ -280,11 +310,13 @@ export class WasmStep {
     return this.#client.isolation;
   }
 
-  processBatch(rows: Row[]): Promise<ComputeResult[]> {
-    return this.#batches.run(() => this.#process(rows));
-  }
+  /**
+   * May be called again before the last call settled (`overlaps`): the calls queue in the
+   * client in the order they were made, and each settles with its own rows' results.
+   */
+  readonly overlaps = true;
 
-  async #process(rows: Row[]): Promise<ComputeResult[]> {
+  async processBatch(rows: Row[]): Promise<ComputeResult[]> {
     if (this.#closed) throw new Error(`wasm step ${this.ref} is closed`);
     const results: ComputeResult[] = [];
     const fn = this.manifest.function;

@@ -4,7 +4,7 @@
  * reached through OperatorTasks and compute steps through their handles; nothing here sends,
  * commits or polls, so a test drives it with plain arrays.
  */
-import type { ComputeStep } from "../compute/index.ts";
+import type { ComputeResult, ComputeStep } from "../compute/index.ts";
 import { outputKeyColumns, rowKeyText } from "../topology/keying.ts";
 import type { CompiledStage } from "../topology/compile-topology.ts";
 import { recoveryOf } from "../errors.ts";
@@ -102,6 +102,25 @@ export function countEmissions(c: LoopCounters, e: Emissions): void {
   for (const reason of e.poison) c.poisonByReason[reason] = (c.poisonByReason[reason] ?? 0) + 1;
 }
 
+/** A batch's rows for one stage's compute step: parts handed over (their results to come), and rows waiting. */
+interface ComputeRows {
+  step: ComputeStep;
+  /** When the first row came, for the step-latency histogram. */
+  started: number;
+  handed: Array<{ rows: Array<{ record: InboundRecord; row: Row }>; results: Promise<ComputeResult[]> }>;
+  waiting: Array<{ record: InboundRecord; row: Row }>;
+}
+
+/** Hands the waiting rows to the step. A part whose results are never taken (the batch failed) fails quietly. */
+function handOver(rows: ComputeRows): void {
+  if (rows.waiting.length === 0) return;
+  const part = rows.waiting;
+  rows.waiting = [];
+  const results = rows.step.processBatch(part.map((w) => w.row), part.map((w) => w.record.key));
+  results.catch(() => {});
+  rows.handed.push({ rows: part, results });
+}
+
 /** Where a produced row came from: a source record, or a timer (a fired row has no source record). */
 type Origin = { record: InboundRecord } | { fired: Row; partition: number };
 
@@ -147,8 +166,8 @@ export class StageRunner {
   async run(records: InboundRecord[], ctx: BatchContext = {}): Promise<Emissions> {
     const e = emptyEmissions();
     const revoked = ctx.revoked ?? { size: 0, has: () => false };
-    /** Rows waiting for a stage's compute step, with the record each came from. */
-    let toCompute: Map<Route, Array<{ record: InboundRecord; row: Row }>> | undefined;
+    /** Rows for a stage's compute step, with the record each came from: handed over, and waiting. */
+    let toCompute: Map<Route, ComputeRows> | undefined;
     const batchStarted = performance.now();
     for (const record of records) {
       const routes = this.routes.get(record.topic);
@@ -211,9 +230,12 @@ export class StageRunner {
           else if (!(revoked.size && revoked.has(record))) this.#operatorRow(e, route, record, row, ctx.tasks!, task);
         } else if (route.stage.compute) {
           toCompute ??= new Map();
-          const waiting = toCompute.get(route) ?? [];
-          waiting.push({ record, row });
-          toCompute.set(route, waiting);
+          let rows = toCompute.get(route);
+          if (!rows) toCompute.set(route, (rows = { step: ctx.compute!.get(route.stage.index)!, started: performance.now(), handed: [], waiting: [] }));
+          rows.waiting.push({ record, row });
+          // A step that takes batches while it works on others gets each full one at once, so the
+          // plugin computes while this thread reads the rest of the batch.
+          if (rows.step.overlaps && rows.waiting.length >= rows.step.batchSize) handOver(rows);
         } else {
           this.#emit(e, route, row, { record }, undefined, source);
         }
@@ -222,18 +244,21 @@ export class StageRunner {
     // The inline part of every stage, measured as one: per-row timers would cost more than the steps.
     const inlineMs = performance.now() - batchStarted;
     if (records.length) for (const stage of this.#inlineStages) e.stageMs.set(stage, inlineMs / this.#inlineStages.size);
-    // Compute steps run on the batch's rows at once (the step splits them into its batch size):
-    // a poison result is isolated like any poison row; zero outputs count as dropped.
-    for (const [route, waiting] of toCompute ?? []) {
-      const computeStarted = performance.now();
-      const results = await ctx.compute!.get(route.stage.index)!.processBatch(waiting.map((w) => w.row), waiting.map((w) => w.record.key));
-      this.#options.metrics.stepLatency(route.stage.index, route.stage.compute!.step, route.stage.compute!.op, performance.now() - computeStarted);
-      results.forEach((result, i) => {
-        const { record } = waiting[i]!;
-        if ("poison" in result) return this.#poison(e, route, result.poison.reason, result.poison.message, { record });
-        if (result.rows.length === 0) e.dropped++;
-        this.#after(e, route, result.rows, { record }, { keyed: false, dropIsCounted: true });
-      });
+    // Compute steps get the rest of the batch's rows (the step splits them into its batch size);
+    // their results are taken in order, each part as it comes: a poison result is isolated like
+    // any poison row; zero outputs count as dropped.
+    for (const rows of toCompute?.values() ?? []) handOver(rows);
+    for (const [route, rows] of toCompute ?? []) {
+      for (const part of rows.handed) {
+        const results = await part.results;
+        results.forEach((result, i) => {
+          const { record } = part.rows[i]!;
+          if ("poison" in result) return this.#poison(e, route, result.poison.reason, result.poison.message, { record });
+          if (result.rows.length === 0) e.dropped++;
+          this.#after(e, route, result.rows, { record }, { keyed: false, dropIsCounted: true });
+        });
+      }
+      this.#options.metrics.stepLatency(route.stage.index, route.stage.compute!.step, route.stage.compute!.op, performance.now() - rows.started);
     }
     return e;
   }

@@ -107,9 +107,9 @@ describe("a runaway plugin", () => {
 });
 
 describe("a batch of several plugin calls", () => {
-  // The chunks of one batch queue in the client and go to the plugin one after another, each the
-  // moment the one before answers: a chunk that times out in the middle takes only its own rows,
-  // and the chunks queued behind it go to the restarted plugin, in order.
+  // The chunks of one batch are sent to the plugin host at once, which runs them one after
+  // another: a chunk that times out in the middle takes only its own rows, and the chunks waiting
+  // behind it in the host that was killed go to the restarted one, in order.
   test("one chunk timing out in the middle: its rows are poison, the chunks before and after it flow, in order", async () => {
     const registry = await TransformRegistry.load(rootFor("process"), nodeTransformFs);
     await withStep(registry, "spin", async (step) => {

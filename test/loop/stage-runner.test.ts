@@ -139,6 +139,44 @@ describe("a compute stage", () => {
     expect({ emitted: e.emitted, dropped: e.dropped, poison: e.poison, deadLettered: e.deadLettered }).toEqual({ emitted: 1, dropped: 2, poison: ["plugin_error"], deadLettered: 1 });
     expect(seen.latencies).toBe(1);
   });
+
+  /** A step that answers each call when told to, and records the ids it was handed and when. */
+  function heldStep(overlaps: boolean) {
+    const calls: Array<{ ids: unknown[]; answer(): void }> = [];
+    const step = {
+      batchSize: 2,
+      overlaps,
+      processBatch: (rows: Array<Record<string, unknown>>) => new Promise((resolve) => {
+        calls.push({ ids: rows.map((r) => r.id), answer: () => resolve(rows.map((r) => ({ rows: [{ keep: true, id: r.id }] }))) });
+      }),
+    } as unknown as ComputeStep;
+    return { calls, compute: new Map([[0, step]]) };
+  }
+  const five = () => [0, 1, 2, 3, 4].map((i) => record(i, { id: i }));
+
+  test("a step that takes batches while it works gets each full one as soon as it is read; its outputs keep the records' order, whatever order the answers come in", async () => {
+    const { run, seen } = runner(topology);
+    const { calls, compute } = heldStep(true);
+    const running = run.run(five(), { compute });
+    // Every part was handed over while the batch was read: two full ones, and the rest at its end.
+    expect(calls.map((c) => c.ids)).toEqual([[0, 1], [2, 3], [4]]);
+    calls[2]!.answer();
+    calls[1]!.answer();
+    calls[0]!.answer();
+    const e = await running;
+    expect(e.out.map((r) => [text(r.key), r.value])).toEqual([0, 1, 2, 3, 4].map((i) => [`k${i}`, JSON.stringify({ keep: true, id: i })]));
+    expect({ emitted: e.emitted, dropped: e.dropped }).toEqual({ emitted: 5, dropped: 0 });
+    expect(seen.latencies).toBe(1);
+  });
+
+  test("a step that does not take batches while it works gets the batch's rows in one call", async () => {
+    const { run } = runner(topology);
+    const { calls, compute } = heldStep(false);
+    const running = run.run(five(), { compute });
+    expect(calls.map((c) => c.ids)).toEqual([[0, 1, 2, 3, 4]]);
+    calls[0]!.answer();
+    expect((await running).out).toHaveLength(5);
+  });
 });
 
 describe("a stateful stage", () => {
