@@ -5,8 +5,9 @@
  * 1. The host says `hello` once it listens (messages sent before would be lost).
  * 2. The step sends `init`; the host creates the plugin and answers `ready` with the module's
  *    exports, or `init-failed`.
- * 3. The step sends one `call` at a time; the host answers `result` or `failed`. After a trap the
- *    host creates a fresh instance before the next call (linear memory may be half-written).
+ * 3. The step sends `call`s, several before the first is answered; the host runs them one after
+ *    another and answers each with `result` or `failed`, in order. After a trap the host creates a
+ *    fresh instance before the next call (linear memory may be half-written).
  */
 
 /** Plugin options, as the manifest gives them. */

@@ -321,8 +321,8 @@ export class WasmStep {
     const results: ComputeResult[] = [];
     const fn = this.manifest.function;
     const timeoutMs = this.manifest.timeoutMs;
-    // Up to CHUNKS_IN_FLIGHT chunks are handed over at a time: they queue in the client, one in
-    // the plugin at a time, so the next is encoded and waiting when the plugin answers.
+    // Up to CHUNKS_IN_FLIGHT chunks are handed over at a time: they queue in the client, which
+    // sends them on to the plugin host (CALLS_IN_HOST), where they run one after another.
     const chunks: Row[][] = [];
     for (let start = 0; start < rows.length; start += this.batchSize) chunks.push(rows.slice(start, start + this.batchSize));
     const outs: ComputeResult[][] = new Array(chunks.length);
