@@ -33,8 +33,8 @@ export interface ComputeStep {
   /** Rows per call; `processBatch` splits larger arrays into batches of this size. */
   readonly batchSize: number;
   /**
-   * `processBatch` may be called again before the last call settled, and takes the calls in the
-   * order they were made: the loop hands it rows a batch at a time while it reads the rest.
+   * `processBatch` may be called again before the last call settled (each settles with its own
+   * rows' results): the loop hands it rows a batch at a time while it reads the rest.
    */
   readonly overlaps?: boolean;
   /** Calls, timeouts, restarts and poison rows so far. */

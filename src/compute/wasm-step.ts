@@ -5,8 +5,9 @@
  *    `{"rows": [...]}`; the plugin answers `{"results": [...]}`, one entry per row (results.ts).
  * 2. A call that fails for the batch (trap, plugin error, output off the ABI) is bisected down to
  *    the rows that fail alone; those are poison, the rest go on (isolate.ts).
- * 3. A call that outlives `timeoutMs` makes its rows poison ("timeout") and the plugin host is
- *    killed and started again; the next batch goes to the new one.
+ * 3. Up to CALLS_IN_HOST calls wait in the plugin host, which runs them in order. A call that
+ *    outlives `timeoutMs` makes its rows poison ("timeout") and the plugin host is killed and
+ *    started again; the calls that waited behind it go to the new one.
  *
  * Plugin state (Extism vars, module globals) is not snapshotted: a restart or a trap starts the
  * plugin afresh.
@@ -22,7 +23,7 @@ import type { FromPluginHost, PluginOptions } from "./plugin-protocol.ts";
 import { type ComputeCounters, newCounters } from "./counters.ts";
 import { type ComputeResult, PoisonReasons } from "./results.ts";
 
-/** Chunks of one batch handed to the client at a time (one runs in the plugin, the others wait encoded). */
+/** Chunks of one batch handed to the client at a time (encoded, they queue there and in the plugin host). */
 const CHUNKS_IN_FLIGHT = 4;
 /**
  * Calls sent to the plugin host before the first of them answers: the host runs them one after
@@ -30,6 +31,11 @@ const CHUNKS_IN_FLIGHT = 4;
  * parsing an answer) instead of waiting for it to send one.
  */
 const CALLS_IN_HOST = 8;
+/**
+ * A call's timer that goes off this much after its time found the thread busy: an answer may be
+ * waiting unread. It waits this long again, and times the call out only when it goes off on time.
+ */
+const LATE_TIMER_MS = 50;
 /** A plugin host gets this long to load and compile the module (a Go module takes about a second). */
 const START_TIMEOUT_MS = 30_000;
 
@@ -212,7 +218,7 @@ export class PluginClient {
     const first = generation.sent[0];
     if (!first || first.timer !== undefined) return;
     const call = first.call;
-    first.timer = setTimeout(() => {
+    const expire = () => {
       if (generation.sent[0] !== first) return;
       this.#takeBack(generation);
       this.counters.timeouts++;
@@ -225,7 +231,19 @@ export class PluginClient {
       this.#restart();
       call.resolve({ ok: false, reason: PoisonReasons.timeout, message: `no answer within ${call.timeoutMs} ms (timeoutMs); the plugin was restarted`, divisible: false });
       this.#pump();
-    }, call.timeoutMs);
+    };
+    // This thread may have been busy past the deadline (decoding a batch) while the answer waited
+    // in the pipe or the worker's port, unread: a timer that goes off late is not a verdict, only
+    // one that goes off on time is (then the thread was free to read an answer until just now).
+    const arm = (ms: number) => {
+      const due = performance.now() + ms;
+      first.timer = setTimeout(() => {
+        if (generation.sent[0] !== first) return;
+        if (performance.now() - due > LATE_TIMER_MS) arm(LATE_TIMER_MS);
+        else expire();
+      }, ms);
+    };
+    arm(call.timeoutMs);
   }
 
   /**
@@ -273,12 +291,18 @@ export class PluginClient {
     this.#startTimer(generation);
   }
 
+  /** Stops the plugin host; calls not answered yet fail (nobody waits for them any more). */
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#generation?.channel?.kill();
+    const generation = this.#generation;
+    const running = generation ? this.#takeBack(generation) : undefined;
+    generation?.channel?.kill();
     this.#generation = undefined;
     this.#ready = undefined;
+    const closed = new Error("the plugin is closed");
+    running?.reject(closed);
+    for (const call of this.#queue.splice(0)) call.reject(closed);
   }
 }
 

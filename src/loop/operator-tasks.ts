@@ -292,13 +292,11 @@ export class OperatorTasks {
         //    the local store covers.
         const from = store?.covered;
         const progress = this.#startProgress(stage, partition, store);
-        let end: bigint | undefined;
         let logEnd: bigint | undefined;
         let topicId: string | undefined;
         const records = await this.#admin.readPartition(this.#options.stateTopic, partition, {
           ...(from === undefined ? {} : { from }),
           onProgress: (p) => {
-            end = p.end;
             logEnd = p.logEnd;
             topicId = p.topicId;
             this.#progressed(progress, p.position, p.end, p.start);

@@ -105,20 +105,20 @@ export function countEmissions(c: LoopCounters, e: Emissions): void {
 /** A batch's rows for one stage's compute step: parts handed over (their results to come), and rows waiting. */
 interface ComputeRows {
   step: ComputeStep;
-  /** When the first row came, for the step-latency histogram. */
-  started: number;
-  handed: Array<{ rows: Array<{ record: InboundRecord; row: Row }>; results: Promise<ComputeResult[]> }>;
+  /** Parts handed over, with when (for the step-latency histogram) and when they were answered. */
+  handed: Array<{ rows: Array<{ record: InboundRecord; row: Row }>; results: Promise<ComputeResult[]>; handedAt: number; answeredAt: number }>;
   waiting: Array<{ record: InboundRecord; row: Row }>;
 }
 
 /** Hands the waiting rows to the step. A part whose results are never taken (the batch failed) fails quietly. */
 function handOver(rows: ComputeRows): void {
   if (rows.waiting.length === 0) return;
-  const part = rows.waiting;
+  const waiting = rows.waiting;
   rows.waiting = [];
-  const results = rows.step.processBatch(part.map((w) => w.row), part.map((w) => w.record.key));
-  results.catch(() => {});
-  rows.handed.push({ rows: part, results });
+  const handedAt = performance.now();
+  const part = { rows: waiting, results: rows.step.processBatch(waiting.map((w) => w.row), waiting.map((w) => w.record.key)), handedAt, answeredAt: handedAt };
+  part.results.then(() => void (part.answeredAt = performance.now()), () => {});
+  rows.handed.push(part);
 }
 
 /** Where a produced row came from: a source record, or a timer (a fired row has no source record). */
@@ -161,7 +161,8 @@ export class StageRunner {
 
   /**
    * One batch: each record's row through the inline steps of every stage that reads its topic,
-   * then, per stage, through its hop, its operator (one by one) or its compute step (together).
+   * then, per stage, through its hop, its operator (one by one) or its compute step (together, or
+   * a `batchSize` at a time as they are read when the step `overlaps`; results in order).
    */
   async run(records: InboundRecord[], ctx: BatchContext = {}): Promise<Emissions> {
     const e = emptyEmissions();
@@ -231,7 +232,7 @@ export class StageRunner {
         } else if (route.stage.compute) {
           toCompute ??= new Map();
           let rows = toCompute.get(route);
-          if (!rows) toCompute.set(route, (rows = { step: ctx.compute!.get(route.stage.index)!, started: performance.now(), handed: [], waiting: [] }));
+          if (!rows) toCompute.set(route, (rows = { step: ctx.compute!.get(route.stage.index)!, handed: [], waiting: [] }));
           rows.waiting.push({ record, row });
           // A step that takes batches while it works on others gets each full one at once, so the
           // plugin computes while this thread reads the rest of the batch.
@@ -249,8 +250,10 @@ export class StageRunner {
     // any poison row; zero outputs count as dropped.
     for (const rows of toCompute?.values() ?? []) handOver(rows);
     for (const [route, rows] of toCompute ?? []) {
+      let answeredAt = 0;
       for (const part of rows.handed) {
         const results = await part.results;
+        answeredAt = Math.max(answeredAt, part.answeredAt);
         results.forEach((result, i) => {
           const { record } = part.rows[i]!;
           if ("poison" in result) return this.#poison(e, route, result.poison.reason, result.poison.message, { record });
@@ -258,7 +261,8 @@ export class StageRunner {
           this.#after(e, route, result.rows, { record }, { keyed: false, dropIsCounted: true });
         });
       }
-      this.#options.metrics.stepLatency(route.stage.index, route.stage.compute!.step, route.stage.compute!.op, performance.now() - rows.started);
+      // From the first rows handed over to the last answer (the rows' decode and the steps after it left out).
+      this.#options.metrics.stepLatency(route.stage.index, route.stage.compute!.step, route.stage.compute!.op, answeredAt - rows.handed[0]!.handedAt);
     }
     return e;
   }

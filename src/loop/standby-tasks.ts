@@ -201,27 +201,22 @@ export class StandbyTasks {
     const covers = copies.map((c) => c.store.covered);
     const from = covers.some((c) => c === undefined) ? undefined : covers.reduce((a, b) => (a! < b! ? a : b));
     let end: bigint | undefined;
-    let logEnd: bigint | undefined;
     let topicId: string | undefined;
     const records = await this.#admin.readPartition(this.#options.stateTopic, partition, {
       ...(from === undefined ? {} : { from }),
-      onProgress: (p) => void ((end = p.end), (logEnd = p.logEnd), (topicId = p.topicId)),
+      onProgress: (p) => void ((end = p.end), (topicId = p.topicId)),
     });
     if (end === undefined) return;
     for (const copy of copies) {
       let { store } = copy;
       const covered = store.covered;
-      // Another incarnation of the state topic: start the copy over. A copy past the stable end
-      // but not past the log's end (a copy that was this member's active store, while a
-      // transaction left open holds the stable end back) waits; the log's end is asked only when
-      // the read starts past the stable end, so with a copy further behind it is not known: wait.
-      const pastLogEnd = covered !== undefined && from !== undefined && from > end && logEnd !== undefined && covered > logEnd;
-      if ((store.topicId !== undefined && topicId !== undefined && store.topicId !== topicId) || pastLogEnd) {
+      // Another incarnation of the state topic: start the copy over.
+      if ((store.topicId !== undefined && topicId !== undefined && store.topicId !== topicId) || (covered !== undefined && covered > end)) {
         store = copy.store = await this.#stores.rebuild(store, "it was written from another incarnation of the state topic");
         this.#refreshedAt = 0;
         continue;
       }
-      copy.lag = covered !== undefined && covered >= end ? 0 : Number(end - (covered ?? 0n));
+      copy.lag = Number(end - (covered ?? 0n));
       if (covered !== undefined && covered >= end) continue;
       const { changes, covers } = changesOf(copy.stage, records, covered ?? 0n, end, offsetsOf(store), this.#options.transactional);
       if (!(await store.write(changes, covers, topicId))) {

@@ -52,7 +52,13 @@ function client() {
   return { plugin, hosts };
 }
 
-const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+/** Lets the fake host's replies (each a timer away) and the client's answers to them run. */
+const settle = async (until: () => boolean = () => true) => {
+  for (let i = 0; i < 200; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    if (until()) return;
+  }
+};
 const idsOf = (host: FakeHost) => host.calls.map((c) => (JSON.parse(c.input as string) as { rows: Array<{ n: number }> }).rows[0]!.n);
 
 describe("the WASM plugin client", () => {
@@ -75,19 +81,20 @@ describe("the WASM plugin client", () => {
   test("a host that dies takes only the call it ran: the calls waiting in it go to the next host, in order", async () => {
     const { plugin, hosts } = client();
     await plugin.ready();
-    const outcomes = [0, 1, 2].map((n) => plugin.call("transform", [{ n }], 2000));
+    // Ten calls: 0-7 in the host, 8 and 9 still queued here.
+    const outcomes = Array.from({ length: 10 }, (_, n) => plugin.call("transform", [{ n }], 2000));
     await settle();
-    expect(idsOf(hosts[0]!)).toEqual([0, 1, 2]);
+    expect(idsOf(hosts[0]!)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     hosts[0]!.die();
-    await settle();
+    await settle(() => (hosts[1]?.calls.length ?? 0) === 8);
     expect(hosts).toHaveLength(2);
-    expect(idsOf(hosts[1]!)).toEqual([1, 2]);
-    hosts[1]!.answer();
-    hosts[1]!.answer();
+    // The calls that waited in the dead host go first, ahead of those that never left.
+    expect(idsOf(hosts[1]!)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    for (let i = 0; i < 9; i++) hosts[1]!.answer(), await settle();
     const [first, ...rest] = await Promise.all(outcomes);
     expect(first).toMatchObject({ ok: false, reason: "plugin_crash" });
-    expect(rest.map((o) => o.ok && (o.output as { results: unknown[] }).results)).toEqual([[[{ n: 1 }]], [[{ n: 2 }]]]);
-    expect(plugin.counters).toMatchObject({ calls: 3, restarts: 1, failedCalls: 1 });
+    expect(rest.map((o) => o.ok && (o.output as { results: unknown[] }).results)).toEqual(Array.from({ length: 9 }, (_, i) => [[{ n: i + 1 }]]));
+    expect(plugin.counters).toMatchObject({ calls: 10, restarts: 1, failedCalls: 1 });
     plugin.close();
   });
 
@@ -100,11 +107,24 @@ describe("the WASM plugin client", () => {
     expect(idsOf(hosts[0]!)).toEqual([0, 1]);
     expect(await stuck).toMatchObject({ ok: false, reason: "timeout" });
     expect(hosts[0]!.terminated).toBe(true);
-    await settle();
+    await settle(() => (hosts[1]?.calls.length ?? 0) === 1);
     expect(idsOf(hosts[1]!)).toEqual([1]);
     hosts[1]!.answer();
     expect(await next).toMatchObject({ ok: true });
     expect(plugin.counters).toMatchObject({ timeouts: 1, restarts: 1 });
     plugin.close();
+  });
+
+  test("close fails every call not answered yet, in the host or queued, and no timer goes off after it", async () => {
+    const { plugin, hosts } = client();
+    await plugin.ready();
+    const outcomes = Array.from({ length: 10 }, (_, n) => plugin.call("transform", [{ n }], 30).then(() => "answered", (error: Error) => error.message));
+    await settle(() => hosts[0]!.calls.length === 8);
+    plugin.close();
+    expect(await Promise.all(outcomes)).toEqual(Array.from({ length: 10 }, () => "the plugin is closed"));
+    expect(hosts[0]!.terminated).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(plugin.counters).toMatchObject({ timeouts: 0, restarts: 0 });
+    expect(hosts).toHaveLength(1);
   });
 });

@@ -122,6 +122,25 @@ describe("a batch of several plugin calls", () => {
   }, 30_000);
 });
 
+describe("a plugin that answered while the stream's thread was busy", () => {
+  // The stream hands a step rows while it decodes the rest of a batch: its thread can be busy
+  // past a call's timeoutMs while the answer waits in the pipe, unread. That is not a timeout.
+  test("is not timed out: the timer waits until it goes off on time", async () => {
+    const root = roots.root({ enrich: exampleManifest("enrich-order", 'isolation = "process"', (t) => t.replace(/timeoutMs = \d+/, "timeoutMs = 100")) });
+    const registry = await TransformRegistry.load(root, nodeTransformFs);
+    await withStep(registry, "enrich-order", async (step) => {
+      await step.processBatch(orders.slice(0, 1)); // started and warm
+      for (let round = 0; round < 3; round++) {
+        const results = step.processBatch(orders);
+        const until = performance.now() + 400;
+        while (performance.now() < until) { /* the stream's thread, busy decoding */ }
+        expect(summarize(await results)).toEqual(enriched);
+      }
+      expect(step.counters).toMatchObject({ timeouts: 0, restarts: 0, poison: 0 });
+    });
+  }, 30_000);
+});
+
 describe("a WASI plugin on Bun", () => {
   test("fails validation, saying it needs WASI and where that exists", async () => {
     const registry = await TransformRegistry.load(functionsDir, nodeTransformFs);

@@ -106,7 +106,9 @@ export class ConfluentAdmin implements Admin {
       const [last] = (await latestOffsets(this.#lib, this.#admin, [topic], false).catch((error) => {
         throw classify(error, `reading the log end of ${topic}[${partition}]`);
       })).filter((o) => o.partition === partition);
-      if (last && last.offset > logEnd) logEnd = last.offset;
+      // Not known is not "the stable end": a store would be rebuilt for nothing.
+      if (!last) throw new FvError("KAFKA_RETRYABLE", `reading the log end of ${topic}[${partition}] gave no offset`);
+      if (last.offset > logEnd) logEnd = last.offset;
     }
     const progress = (position: bigint) => options.onProgress?.({ position, start: from, end: stableEnd, logEnd, ...(topicId ? { topicId } : {}) });
     progress(from);

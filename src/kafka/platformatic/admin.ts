@@ -83,8 +83,10 @@ export class PlatformaticAdmin implements Admin {
       const leader = info?.partitions[partition]?.leader;
       if (!info || leader === undefined || leader < 0) throw new FvError("KAFKA_RETRYABLE", `${topic}[${partition}] has no leader to read from`);
       const logEnd = options.onProgress && start > end
-        ? (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, isolationLevel: READ_UNCOMMITTED })).get(topic)?.[partition] ?? end
+        ? (await reader.listOffsets({ topics: [topic], partitions: { [topic]: [partition] }, isolationLevel: READ_UNCOMMITTED })).get(topic)?.[partition]
         : end;
+      // Not known is not "the stable end": a store would be rebuilt for nothing.
+      if (logEnd === undefined) throw new FvError("KAFKA_RETRYABLE", `reading the log end of ${topic}[${partition}] gave no offset`);
       const progress = () => options.onProgress?.({ position, start, end, logEnd, ...(info.id ? { topicId: String(info.id) } : {}) });
       progress();
       let idle = 0;
