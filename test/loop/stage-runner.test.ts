@@ -169,6 +169,37 @@ describe("a compute stage", () => {
     expect(seen.latencies).toBe(1);
   });
 
+  test("a batch that fails while parts are handed over fails with its own error; the parts' failures are not left unhandled", async () => {
+    // Two stages read "in": a compute stage (each row handed over as it is read) and a windowed
+    // count whose state cannot be read, which fails the batch at its first row.
+    const stages = compileTopology({
+      stages: [
+        { inputs: ["in"], output: "out", steps: [{ op: "wasm", ref: "t" }] },
+        { inputs: ["in"], output: "other", steps: [{ op: "windowedAggregate", timeColumn: "ts", windowMs: 60_000, groupBy: ["g"], aggs: [{ op: "count", alias: "n" }] }] },
+      ],
+    }).stages;
+    const run = new StageRunner(routesOf(stages, { bindings }), { lateRows: "drop", metrics: metrics().metrics });
+    const broken = { readPartition: async () => Promise.reject(new Error("the state topic cannot be read")) } as unknown as Admin;
+    const tasks = new OperatorTasks(stages, broken, { stateTopic: "fv-state-x", idlePartitionMs: 10_000, maxStateKeys: 1000 }, emptyCounters());
+    tasks.setStageTopics(stages[1]!, ["in"]);
+    const handed: Array<(error: Error) => void> = [];
+    const step = { batchSize: 1, overlaps: true, processBatch: () => new Promise((_, reject) => handed.push(reject)) } as unknown as ComputeStep;
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => void unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const failed = run.run([record(0, { id: 0, g: "a", ts: 0 }), record(1, { id: 1, g: "a", ts: 1 })], { compute: new Map([[0, step]]), tasks });
+      await expect(failed).rejects.toThrow("the state topic cannot be read");
+      expect(handed.length).toBeGreaterThan(0);
+      for (const reject of handed) reject(new Error("the plugin is closed"));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+      await tasks.close();
+    }
+  });
+
   test("a step that does not take batches while it works gets the batch's rows in one call", async () => {
     const { run } = runner(topology);
     const { calls, compute } = heldStep(false);
