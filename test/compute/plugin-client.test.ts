@@ -61,13 +61,19 @@ const settle = async (until: () => boolean = () => true) => {
 };
 const idsOf = (host: FakeHost) => host.calls.map((c) => (JSON.parse(c.input as string) as { rows: Array<{ n: number }> }).rows[0]!.n);
 
+/** A ready client with ten calls made: 0-7 sent to the host, 8 and 9 still queued in the client. */
+async function tenCalls() {
+  const { plugin, hosts } = client();
+  await plugin.ready();
+  const outcomes = Array.from({ length: 10 }, (_, n) => plugin.call("transform", [{ n }], 2000));
+  await settle();
+  expect(idsOf(hosts[0]!)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  return { plugin, hosts, outcomes };
+}
+
 describe("the WASM plugin client", () => {
   test("sends up to 8 calls before the first is answered; each answer lets one more go", async () => {
-    const { plugin, hosts } = client();
-    await plugin.ready();
-    const outcomes = Array.from({ length: 10 }, (_, n) => plugin.call("transform", [{ n }], 2000));
-    await settle();
-    expect(idsOf(hosts[0]!)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    const { plugin, hosts, outcomes } = await tenCalls();
     hosts[0]!.answer();
     await settle();
     expect(idsOf(hosts[0]!)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
@@ -79,12 +85,7 @@ describe("the WASM plugin client", () => {
   });
 
   test("a host that dies takes only the call it ran: the calls waiting in it go to the next host, in order", async () => {
-    const { plugin, hosts } = client();
-    await plugin.ready();
-    // Ten calls: 0-7 in the host, 8 and 9 still queued here.
-    const outcomes = Array.from({ length: 10 }, (_, n) => plugin.call("transform", [{ n }], 2000));
-    await settle();
-    expect(idsOf(hosts[0]!)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    const { plugin, hosts, outcomes } = await tenCalls();
     hosts[0]!.die();
     await settle(() => (hosts[1]?.calls.length ?? 0) === 8);
     expect(hosts).toHaveLength(2);
