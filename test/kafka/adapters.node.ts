@@ -327,6 +327,49 @@ for (const adapter of ADAPTERS) {
       assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 2n }]);
     });
 
+    // Fault soak (Node + librdkafka, seed 102): a member whose new partition waited for a stable
+    // committed offset had not called assign() yet, so librdkafka could not take it into the next
+    // rebalance. The group's other members, their partitions revoked, waited in that rebalance with
+    // nothing to read until the offset was stable, and the stall watchdog restarted one of them.
+    test("a partition held for a pending transactional commit holds only itself: the member reads its other partitions, and the next rebalance forms while it is held", async () => {
+      const input = await topicWith(2, Array.from({ length: 20 }, (_, i) => ({ topic: "", key: null, value: `v${i}`, partition: i % 2 })));
+      // A member of the group leaves a transaction open that commits partition 0's offset.
+      const { group, tx, consumer } = await transactionWithMember("fv-port-held-one", input);
+      assert.equal((await pollUntil(consumer, 20)).length, 20);
+      await tx.sendOffsets(consumer.groupMetadata(), [{ topic: input, partition: 0, offset: 3n }]);
+      await consumer.close();
+      const b = consumerOf(group, input);
+      await b.start();
+      // Partition 1 is read from its start; partition 0 waits for the transaction. (The pure-JS
+      // library reads an assignment's stable offsets in one request, which waits for all of them.)
+      if (adapter !== "platformatic") {
+        const first = await pollUntil(b, 10, 8_000);
+        assert.deepEqual(first.map((r) => [r.partition, r.offset]), Array.from({ length: 10 }, (_, i) => [1, BigInt(i)]));
+        assert.deepEqual(b.held?.(), [{ topic: input, partition: 0 }]);
+      }
+      // A second member joins: the group forms its next generation with the transaction still open.
+      const c = consumerOf(group, input);
+      let started = false;
+      const joined = c.start().then(() => void (started = true));
+      const read: InboundRecord[] = [];
+      const pollBoth = async () => read.push(...(await b.poll(100, 100)), ...(started ? await c.poll(100, 100) : []));
+      const ownerOf0 = () => [b, c].find((m) => m.owned().some((tp) => tp.partition === 0));
+      const formed = () => b.owned().length === 1 && c.owned().length === 1 && ownerOf0()!.held?.().length === 1;
+      const until = Date.now() + 10_000;
+      while (Date.now() < until && !formed()) await pollBoth();
+      await joined;
+      assert.deepEqual([b.owned().length, c.owned().length], [1, 1]);
+      const owner = ownerOf0()!;
+      assert.deepEqual(owner.held?.(), [{ topic: input, partition: 0 }], "partition 0 is still held when the group has formed");
+      assert.deepEqual(read.filter((r) => r.partition === 0), []);
+      // The transaction ends (aborted: nothing committed): partition 0 is read from its start, once.
+      await tx.abort().catch(() => {});
+      const done = Date.now() + 30_000;
+      while (Date.now() < done && read.filter((r) => r.partition === 0).length < 10) await pollBoth();
+      assert.deepEqual(read.filter((r) => r.partition === 0).map((r) => r.offset), Array.from({ length: 10 }, (_, i) => BigInt(i)));
+      assert.deepEqual(owner.held?.(), []);
+    });
+
     // Fault soak (Bun, seed 95): a commit's markers were skipped in the broker's controlled
     // shutdown; after the restart the same producer's next transaction wrote to the same output
     // partition and aborted, and its marker ended the commit's open records as aborted, while a

@@ -13,8 +13,13 @@ import { latestOffsets } from "./admin.ts";
 import { classify, classifyConsumer, ERR } from "./errors.ts";
 import { call, connect, disconnect, extras, FETCH_MAX_WAIT_MS, type Library, toInbound } from "./library.ts";
 
-/** Most time one read of a new assignment's committed offsets may take before it is tried again. */
-const START_READ_TIMEOUT_MS = 5_000;
+/**
+ * Most time the first read of a new assignment's committed offsets may take: the partitions are
+ * assigned after it, paused where it failed.
+ */
+const START_READ_TIMEOUT_MS = 2_000;
+/** Most time a read of one held partition's committed offset may take before it is tried again. */
+const HELD_READ_TIMEOUT_MS = 1_000;
 /**
  * How long new partitions may wait for a committed offset the adapter can start from before the
  * session fails (retryable: the loop starts a fresh consumer). A pending transactional commit ends
@@ -34,6 +39,8 @@ const START_GIVE_UP_MS = 90_000;
 const DISBELIEF_MS = 30_000;
 /** "Never committed" answers further apart than this are not one refusal (the partition was elsewhere in between). */
 const DISBELIEF_GAP_MS = 20_000;
+/** How often the committed offsets of held partitions are read again. */
+const HELD_RETRY_MS = 200;
 /** librdkafka's logical offsets for `assign`. */
 const OFFSET_BEGINNING = -2;
 const OFFSET_END = -1;
@@ -123,7 +130,17 @@ export class ConfluentConsumer implements GroupConsumer {
    * An assignment librdkafka waits on: `assign()` is called, with an explicit start offset for
    * every partition, once the adapter has read the group's committed offsets itself (see #start).
    */
-  #starting: { partitions: TopicPartition[]; since: number; held: TopicPartition[]; warned: boolean } | undefined;
+  #starting: {
+    partitions: TopicPartition[];
+    since: number;
+    /** Partitions not started yet: assigned paused, and not handed out (see poll). */
+    held: TopicPartition[];
+    warned: boolean;
+    /** `assign()` was called for this assignment. */
+    assigned: boolean;
+    /** When the held partitions' committed offsets were last read. */
+    triedAt: number;
+  } | undefined;
   /** Committed offsets this client has seen for the group (see `KnownOffsets`). */
   readonly #known: KnownOffsets;
   #error: unknown;
@@ -179,6 +196,8 @@ export class ConfluentConsumer implements GroupConsumer {
           return;
         }
         this.#revokePending = true;
+        // Partitions still held go with the rest.
+        this.#starting = undefined;
         // A lost assignment (the session expired while this process was paused): another member
         // may have owned and committed these partitions since; nothing read before counts.
         if (extras(this.#consumer).assignmentLost()) this.#owned.forgetPositions();
@@ -193,7 +212,7 @@ export class ConfluentConsumer implements GroupConsumer {
         // librdkafka waits for assign() (and heartbeats meanwhile); the next poll calls it once
         // the start offsets are known.
         const partitions = assignment.map(({ topic, partition }) => ({ topic, partition }));
-        this.#starting = { partitions, since: Date.now(), held: [], warned: false };
+        this.#starting = { partitions, since: Date.now(), held: [], warned: false, assigned: false, triedAt: 0 };
         const { assigned, revoked, owned } = this.#owned.reassign(partitions);
         if (assigned.length || revoked.length) this.#options.listener?.onAssignment?.({ assigned, revoked, owned });
       } else if (err) {
@@ -244,7 +263,7 @@ export class ConfluentConsumer implements GroupConsumer {
     if (this.#closed) return [];
     // Nothing is read while a revoke waits for the loop: librdkafka would move its positions on.
     if (!(await this.#settleRevoke(timeoutMs))) return [];
-    if (this.#starting && !(await this.#start(timeoutMs))) return [];
+    if (this.#starting) await this.#start();
     this.#consumer.setDefaultConsumeTimeout(timeoutMs);
     let messages: Rd.Message[];
     try {
@@ -255,7 +274,11 @@ export class ConfluentConsumer implements GroupConsumer {
     }
     if (this.#error) throw classifyConsumer(this.#error, "fetching", this.#options.groupInstanceId);
     const out: InboundRecord[] = [];
+    // A held partition is paused, but may have fetched in the moment before: not handed out (it is
+    // sought to its start before it is resumed).
+    const held = this.#starting?.held;
     for (const message of messages) {
+      if (held?.length && held.some((tp) => tp.topic === message.topic && tp.partition === message.partition)) continue;
       if (this.#owned.accept(message.topic, message.partition, BigInt(message.offset))) out.push(toInbound(message));
     }
     return out;
@@ -272,41 +295,38 @@ export class ConfluentConsumer implements GroupConsumer {
    * records after broker restarts (18 stall restarts). Here:
    *   - the read is stable (read_committed: RequireStable), so a pending transactional commit
    *     holds its partition until it ends (`held()`), as the platformatic adapter does;
-   *   - a failed read holds every new partition and is tried again at the next poll;
+   *   - a failed read holds every new partition, and is tried again at a later poll;
    *   - "no committed offset" for a partition this client has seen one for is not believed
    *     (held, with a warning), so a group's progress is never thrown away;
    *   - only a partition the group never committed starts at `offsetReset`.
-   * False while the assignment is held: the loop gets control back and polls again.
+   * `assign()` is called at once, the held partitions paused in it: until it is, librdkafka cannot
+   * take this member into the group's next rebalance, and every other member, its partitions
+   * revoked, waits in that rebalance with nothing to read (fault soak, Node, seed 102: a stall
+   * restart). A held partition is sought to its offset and resumed once the offset is stable.
    */
-  async #start(timeoutMs: number): Promise<boolean> {
+  async #start(): Promise<void> {
     const pending = this.#starting!;
     if (pending.partitions.length === 0) {
       this.#consumer.assign([]);
       this.#starting = undefined;
-      return true;
+      return;
     }
+    if (pending.assigned && Date.now() - pending.triedAt < HELD_RETRY_MS) return;
+    pending.triedAt = Date.now();
+    const reading = pending.assigned ? pending.held : pending.partitions;
     const group = this.#options.groupId;
     const giveUp = (why: string) => {
       if (Date.now() - pending.since < START_GIVE_UP_MS) return;
       throw new FvError("KAFKA_RETRYABLE", `new partitions waited ${Math.round((Date.now() - pending.since) / 1000)} s for a committed offset to start from: ${why}`);
     };
-    let answer: Array<Rd.TopicPartitionOffset | Error>;
-    try {
-      answer = await call<Array<Rd.TopicPartitionOffset | Error>>((cb) => this.#consumer.committed(pending.partitions, START_READ_TIMEOUT_MS, cb));
-    } catch (error) {
-      if (this.#starting !== pending) return false; // a newer assignment replaced this one
-      pending.held = pending.partitions;
-      giveUp(`reading them failed: ${(error as Error)?.message ?? error}`);
-      await delay(Math.min(timeoutMs, 200));
-      return false;
-    }
-    if (this.#starting !== pending || this.#closed) return false;
+    const entries = await this.#readCommitted(reading, pending.assigned);
+    if (this.#starting !== pending || this.#closed) return; // a newer assignment (or a revoke) replaced this one
     const starts: Rd.TopicPartitionOffset[] = [];
     const held: TopicPartition[] = [];
     const reasons: string[] = [];
     let disbelieved = false;
-    for (const [i, tp] of pending.partitions.entries()) {
-      const entry = answer[i];
+    for (const [i, tp] of reading.entries()) {
+      const entry = entries[i];
       const known = this.#known.get(group, tp);
       if (entry instanceof Error || entry === undefined) {
         // e.g. UNSTABLE_OFFSET_COMMIT after librdkafka's own retries: a transaction is pending.
@@ -327,19 +347,52 @@ export class ConfluentConsumer implements GroupConsumer {
         starts.push({ topic: tp.topic, partition: tp.partition, offset: this.#options.offsetReset === "latest" ? OFFSET_END : OFFSET_BEGINNING });
       }
     }
-    pending.held = held;
-    if (held.length) {
-      if (!pending.warned && disbelieved) {
-        pending.warned = true;
-        this.#options.log?.("warn", `holding new partitions: ${reasons.join("; ")}`);
+    if (!pending.assigned) {
+      // Every partition now, the held ones paused at a placeholder offset: their records are not
+      // handed out (see poll) until they are sought to their start.
+      pending.assigned = true;
+      this.#consumer.assign([...starts, ...held.map(({ topic, partition }) => ({ topic, partition, offset: OFFSET_END }))]);
+      if (held.length) this.#consumer.pause(held);
+      // A partition paused while held in an earlier assignment is not left paused in this one.
+      if (starts.length) this.#consumer.resume(starts.map(({ topic, partition }) => ({ topic, partition })));
+    } else {
+      for (const start of starts) {
+        // Sought before it is resumed: librdkafka drops what it fetched for the partition before.
+        const sought = await call((cb) => this.#consumer.seek(start, START_READ_TIMEOUT_MS, cb)).then(() => true, (error: unknown) => {
+          reasons.push(`${start.topic}:${start.partition} seeking to ${start.offset} failed: ${(error as Error)?.message ?? error}`);
+          return false;
+        });
+        if (this.#starting !== pending || this.#closed) return;
+        if (sought) this.#consumer.resume([{ topic: start.topic, partition: start.partition }]);
+        else held.push({ topic: start.topic, partition: start.partition });
       }
-      giveUp(reasons.join("; "));
-      await delay(Math.min(timeoutMs, 200));
-      return false;
     }
-    this.#consumer.assign(starts);
-    this.#starting = undefined;
-    return true;
+    pending.held = held;
+    if (held.length === 0) {
+      this.#starting = undefined;
+      return;
+    }
+    if (!pending.warned && disbelieved) {
+      pending.warned = true;
+      this.#options.log?.("warn", `holding new partitions: ${reasons.join("; ")}`);
+    }
+    giveUp(reasons.join("; "));
+  }
+
+  /**
+   * The committed offsets of `partitions`, an Error in place of each that could not be read. A
+   * read for several partitions fails whole when one of them is held (librdkafka retries
+   * UNSTABLE_OFFSET_COMMIT until the timeout), so once assigned each partition is read by itself,
+   * with a short timeout: the stable ones start, and only the held one waits.
+   */
+  async #readCommitted(partitions: TopicPartition[], each: boolean): Promise<Array<Rd.TopicPartitionOffset | Error | undefined>> {
+    const read = (tps: TopicPartition[], timeoutMs: number) =>
+      call<Array<Rd.TopicPartitionOffset | Error>>((cb) => this.#consumer.committed(tps, timeoutMs, cb)).then(
+        (answer) => tps.map((_, i) => answer[i]),
+        (error: unknown) => tps.map(() => (error instanceof Error ? error : new Error(String(error)))),
+      );
+    if (!each || partitions.length === 1) return read(partitions, each ? HELD_READ_TIMEOUT_MS : START_READ_TIMEOUT_MS);
+    return (await Promise.all(partitions.map((tp) => read([tp], HELD_READ_TIMEOUT_MS)))).flat();
   }
 
   held(): TopicPartition[] {
