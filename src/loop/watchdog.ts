@@ -36,6 +36,8 @@ export class Watchdog {
   #heldWarnedAt = 0;
   #heldSince = 0;
   #releasedAt = 0;
+  /** How many partitions were held at the last stall check. */
+  #heldCount = 0;
   /** Tells when this process was frozen, so that the stall watchdog does not blame the consumer. */
   #pauses: PauseDetector | undefined;
 
@@ -55,7 +57,7 @@ export class Watchdog {
   /** The session polls from now: its clocks start. */
   start(): void {
     this.#lastRecord = Date.now();
-    this.#heldWarnedAt = this.#heldSince = this.#releasedAt = 0;
+    this.#heldWarnedAt = this.#heldSince = this.#releasedAt = this.#heldCount = 0;
     this.#pauses?.start();
   }
 
@@ -94,6 +96,15 @@ export class Watchdog {
   checkStall(session: Session, now: number): void {
     const stallMs = this.#timings.stallRestartMs;
     const held = session.consumer.held?.() ?? [];
+    if (held.length < this.#heldCount) {
+      // A partition stopped being held (its offset became stable, or it was revoked with the
+      // rest in a rebalance): the time it waited is not the consumer's, so the clock starts
+      // again. Without this, the first empty poll after a 30 s hold restarted a consumer that
+      // had just started the partition, or that was waiting in the group's next rebalance
+      // (fault soak, Node, seed 102, 2026-12-07 04:06: three stall restarts).
+      this.#lastRecord = Math.max(this.#lastRecord, now);
+    }
+    this.#heldCount = held.length;
     if (held.length && now - this.#lastRecord >= stallMs && now - this.#heldWarnedAt >= stallMs) {
       // Waiting, not stalled: a fresh consumer would wait for the same transaction.
       this.#heldWarnedAt = now;
