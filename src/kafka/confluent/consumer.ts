@@ -140,6 +140,9 @@ export class ConfluentConsumer implements GroupConsumer {
     assigned: boolean;
     /** When the held partitions' committed offsets were last read. */
     triedAt: number;
+    /** That read, while under way, and its answer once it is in (taken at the next poll). */
+    reading?: Promise<void>;
+    answer?: { partitions: TopicPartition[]; entries: Array<Rd.TopicPartitionOffset | Error | undefined> };
   } | undefined;
   /** Committed offsets this client has seen for the group (see `KnownOffsets`). */
   readonly #known: KnownOffsets;
@@ -311,15 +314,36 @@ export class ConfluentConsumer implements GroupConsumer {
       this.#starting = undefined;
       return;
     }
-    if (pending.assigned && Date.now() - pending.triedAt < HELD_RETRY_MS) return;
-    pending.triedAt = Date.now();
-    const reading = pending.assigned ? pending.held : pending.partitions;
+    let reading: TopicPartition[];
+    let entries: Array<Rd.TopicPartitionOffset | Error | undefined>;
+    if (!pending.assigned) {
+      reading = pending.partitions;
+      entries = await this.#readCommitted(reading, false);
+    } else {
+      // The held partitions' offsets are read off the poll's path (a read of an unstable one
+      // takes its whole timeout), so the partitions already started are read meanwhile.
+      const answer = pending.answer;
+      if (!answer) {
+        if (!pending.reading && Date.now() - pending.triedAt >= HELD_RETRY_MS) {
+          const asked = [...pending.held];
+          pending.triedAt = Date.now();
+          // Tracked: close waits for it before it frees the native handle.
+          pending.reading = this.#adminCalls.track(this.#readCommitted(asked, true)).then((got) => {
+            pending.reading = undefined;
+            pending.answer = { partitions: asked, entries: got };
+          });
+        }
+        return;
+      }
+      pending.answer = undefined;
+      reading = answer.partitions;
+      entries = answer.entries;
+    }
     const group = this.#options.groupId;
     const giveUp = (why: string) => {
       if (Date.now() - pending.since < START_GIVE_UP_MS) return;
       throw new FvError("KAFKA_RETRYABLE", `new partitions waited ${Math.round((Date.now() - pending.since) / 1000)} s for a committed offset to start from: ${why}`);
     };
-    const entries = await this.#readCommitted(reading, pending.assigned);
     if (this.#starting !== pending || this.#closed) return; // a newer assignment (or a revoke) replaced this one
     const starts: Rd.TopicPartitionOffset[] = [];
     const held: TopicPartition[] = [];
