@@ -267,6 +267,7 @@ export class ConfluentConsumer implements GroupConsumer {
     // Nothing is read while a revoke waits for the loop: librdkafka would move its positions on.
     if (!(await this.#settleRevoke(timeoutMs))) return [];
     if (this.#starting) await this.#start();
+    if (this.#revokePending) return [];
     this.#consumer.setDefaultConsumeTimeout(timeoutMs);
     let messages: Rd.Message[];
     try {
@@ -372,10 +373,16 @@ export class ConfluentConsumer implements GroupConsumer {
       }
     }
     if (!pending.assigned) {
-      // Every partition now, the held ones paused at a placeholder offset: their records are not
-      // handed out (see poll) until they are sought to their start.
+      // Every partition now, the held ones paused at a placeholder: their records are not handed
+      // out (see poll) until they are sought to their start. Paused before the assign (the pause
+      // reaches the partition ahead of its fetch start), and the placeholder is an absolute
+      // offset: a logical one sends an offset lookup, and librdkafka retries an outdated lookup
+      // with its old target after a seek (`rd_kafka_toppar_offset_retry`), which would move the
+      // partition from its start to the log end.
       pending.assigned = true;
-      this.#consumer.assign([...starts, ...held.map(({ topic, partition }) => ({ topic, partition, offset: OFFSET_END }))]);
+      if (held.length) this.#consumer.pause(held);
+      const placeholder = (tp: TopicPartition) => ({ ...tp, offset: Number(this.#known.get(group, tp)?.offset ?? 0n) });
+      this.#consumer.assign([...starts, ...held.map(({ topic, partition }) => placeholder({ topic, partition }))]);
       if (held.length) this.#consumer.pause(held);
       // A partition paused while held in an earlier assignment is not left paused in this one.
       if (starts.length) this.#consumer.resume(starts.map(({ topic, partition }) => ({ topic, partition })));
@@ -407,7 +414,7 @@ export class ConfluentConsumer implements GroupConsumer {
    * The committed offsets of `partitions`, an Error in place of each that could not be read. A
    * read for several partitions fails whole when one of them is held (librdkafka retries
    * UNSTABLE_OFFSET_COMMIT until the timeout), so once assigned each partition is read by itself,
-   * with a short timeout: the stable ones start, and only the held one waits.
+   * with a short timeout, one after another: the stable ones start, and only the held one waits.
    */
   async #readCommitted(partitions: TopicPartition[], each: boolean): Promise<Array<Rd.TopicPartitionOffset | Error | undefined>> {
     const read = (tps: TopicPartition[], timeoutMs: number) =>
@@ -415,8 +422,12 @@ export class ConfluentConsumer implements GroupConsumer {
         (answer) => tps.map((_, i) => answer[i]),
         (error: unknown) => tps.map(() => (error instanceof Error ? error : new Error(String(error)))),
       );
-    if (!each || partitions.length === 1) return read(partitions, each ? HELD_READ_TIMEOUT_MS : START_READ_TIMEOUT_MS);
-    return (await Promise.all(partitions.map((tp) => read([tp], HELD_READ_TIMEOUT_MS)))).flat();
+    if (!each) return read(partitions, START_READ_TIMEOUT_MS);
+    // One after another: each read holds a thread of libuv's pool (4) for up to its timeout, and
+    // the consumer's own calls (consume, commits, seeks) need that pool too.
+    const entries: Array<Rd.TopicPartitionOffset | Error | undefined> = [];
+    for (const tp of partitions) entries.push(...(await read([tp], HELD_READ_TIMEOUT_MS)));
+    return entries;
   }
 
   held(): TopicPartition[] {
