@@ -224,6 +224,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     try {
       open = partitions.length ? await this.#openHere(partitions) : [];
     } catch (error) {
+      if (unknownTopic(error)) throw new FvError("KAFKA_RETRYABLE", `asking the partitions' leaders whether the last transaction is still open there: ${(error as Error).message}`);
       throw classify(error, "asking the partitions' leaders whether the last transaction is still open there");
     }
     if (this.#tx !== tx) throw new FvError("KAFKA_RETRYABLE", "holding what the last transaction may have left open: the transaction was aborted meanwhile");
