@@ -79,11 +79,14 @@ export class TransactionLeftovers {
   /**
    * The open transaction's requests for the carried pieces were answered: "clean" forgets them
    * (their markers were written); otherwise the transaction must end now, holding only them, as
-   * this says.
+   * this says. `stillOpen`: a carried partition was seen holding an open transaction of this
+   * producer id after the answer (DescribeProducers), so a marker was skipped although no
+   * connection closed: a broker in its controlled shutdown skips the markers of its leaderless
+   * partitions and still answers (soak seed 106: 50 rows lost).
    */
-  held(): Settle {
+  held(stillOpen = false): Settle {
     this.#holdsAll = true;
-    if (this.empty || (this.#endedHoldingAll && this.#disconnects === this.#since)) {
+    if (this.empty || (!stillOpen && this.#endedHoldingAll && this.#disconnects === this.#since)) {
       this.#partitions.clear();
       this.#groups.clear();
       this.#owed = "commit";

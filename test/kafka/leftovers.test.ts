@@ -40,6 +40,19 @@ describe("transaction leftovers", () => {
     expect(l.empty).toBe(true);
   });
 
+  // Soak seed 106: a broker in its controlled shutdown skipped a marker and still answered.
+  test("a carried partition seen still holding the last transaction open: the pieces are ended as it ended, though no connection closed", () => {
+    const l = new TransactionLeftovers();
+    transaction(l, [["out", 4]], "g", "commit");
+    l.holding();
+    expect(l.held(true)).toBe("commit");
+    expect(l.carried()).toEqual({ partitions: [{ topic: "out", partition: 4 }], groups: ["g"] });
+    l.ending("commit");
+    l.holding();
+    expect(l.held(false)).toBe("clean");
+    expect(l.empty).toBe(true);
+  });
+
   test("an abort's pieces are ended by an abort, a commit's by a commit", () => {
     const aborted = new TransactionLeftovers();
     transaction(aborted, [["out", 0]], "g", "abort");

@@ -1,6 +1,6 @@
 /** Transactions on @platformatic/kafka: outputs and consumer offsets committed together. */
 import type { Buffer } from "node:buffer";
-import { type Consumer as PltConsumer, Producer as PltProducer, UserError } from "@platformatic/kafka";
+import { type Consumer as PltConsumer, describeProducersV0, Producer as PltProducer, UserError } from "@platformatic/kafka";
 import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
@@ -9,7 +9,7 @@ import { classify, retryDelay, unknownTopic } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
 import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
-import { wrapApi } from "./api-hook.ts";
+import { findSymbol, wrapApi } from "./api-hook.ts";
 import { type Settle, TransactionLeftovers } from "../leftovers.ts";
 import type { Logger } from "../../logger.ts";
 
@@ -179,7 +179,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
       if (settle === "clean") return tx;
       this.#tx = undefined;
       this.#state.ended();
-      this.#log?.("warn", `a broker connection closed after the last transaction of this producer ended, so the broker may have skipped its markers: ending what it may have left open first, with ${settle === "commit" ? "a commit" : "an abort"} (${describeLeftovers(this.#leftovers)})`);
+      this.#log?.("warn", `the broker may have skipped the markers of this producer's last transaction (a broker connection closed after it ended, or a partition still holds it open): ending what it may have left open first, with ${settle === "commit" ? "a commit" : "an abort"} (${describeLeftovers(this.#leftovers)})`);
       await this.#end(tx, settle, "ending the records and offset commits an earlier transaction may have left open");
     }
   }
@@ -218,7 +218,57 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     }
     // Aborted meanwhile (the abort gave up waiting for this): it did not get to hold them all.
     if (this.#tx !== tx) throw new FvError("KAFKA_RETRYABLE", "holding what the last transaction may have left open: the transaction was aborted meanwhile");
-    return leftovers.held();
+    // The coordinator finished the last transaction before it answered: its markers were written,
+    // or skipped. A skipped one leaves that transaction open in its partition.
+    let open: TopicPartition[];
+    try {
+      open = partitions.length ? await this.#openHere(partitions) : [];
+    } catch (error) {
+      if (unknownTopic(error)) throw new FvError("KAFKA_RETRYABLE", `asking the partitions' leaders whether the last transaction is still open there: ${(error as Error).message}`);
+      throw classify(error, "asking the partitions' leaders whether the last transaction is still open there");
+    }
+    if (this.#tx !== tx) throw new FvError("KAFKA_RETRYABLE", "holding what the last transaction may have left open: the transaction was aborted meanwhile");
+    return leftovers.held(open.length > 0);
+  }
+
+  /**
+   * The partitions (of `partitions`; -1 for every partition of a topic) that still hold an open
+   * transaction of this producer id, by DescribeProducers (KIP-664) to each leader. A partition
+   * the leader cannot answer for, or without a leader, counts as open.
+   */
+  async #openHere(partitions: readonly TopicPartition[]): Promise<TopicPartition[]> {
+    const producerId = this.#producer.producerId;
+    const metadata = await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] });
+    const every = partitions.flatMap((tp) =>
+      tp.partition >= 0 ? [tp] : Array.from({ length: metadata.topics.get(tp.topic)?.partitionsCount ?? 0 }, (_, partition) => ({ topic: tp.topic, partition }))
+    );
+    if (producerId === undefined) return every;
+    const kGetConnection = findSymbol(this.#producer, "plt.kafka.base.getConnection");
+    if (!kGetConnection) throw new Error("@platformatic/kafka changed: its connection lookup (plt.kafka.base.getConnection) is gone; src/kafka/platformatic/transactions.ts (#openHere) needs a new way to reach a partition's leader");
+    const open: TopicPartition[] = [];
+    const byLeader = new Map<number, TopicPartition[]>();
+    for (const tp of every) {
+      const leader = metadata.topics.get(tp.topic)?.partitions[tp.partition]?.leader;
+      if (leader === undefined || leader < 0 || !metadata.brokers.has(leader)) open.push(tp);
+      else byLeader.set(leader, [...(byLeader.get(leader) ?? []), tp]);
+    }
+    // deno-lint-ignore no-explicit-any
+    const producer = this.#producer as any;
+    await Promise.all([...byLeader].map(async ([leader, tps]) => {
+      const connection = await new Promise((resolve, reject) => producer[kGetConnection](metadata.brokers.get(leader), (error: unknown, c: unknown) => (error ? reject(error) : resolve(c))));
+      const topics = [...new Set(tps.map((tp) => tp.topic))].map((name) => ({ name, partitionIndexes: tps.filter((tp) => tp.topic === name).map((tp) => tp.partition) }));
+      const response = await new Promise<{ topics: Array<{ name: string; partitions: Array<{ partitionIndex: number; errorCode: number; activeProducers: Array<{ producerId: bigint; currentTxnStartOffset: bigint }> }> }> }>((resolve, reject) =>
+        // deno-lint-ignore no-explicit-any
+        (describeProducersV0.api as any)(connection, topics, (error: unknown, r: any) => (error ? reject(error) : resolve(r)))
+      );
+      for (const t of response.topics) {
+        for (const p of t.partitions) {
+          const mine = p.activeProducers.some((a) => a.producerId === producerId && a.currentTxnStartOffset >= 0n);
+          if (p.errorCode !== 0 || mine) open.push({ topic: t.name, partition: p.partitionIndex });
+        }
+      }
+    }));
+    return open;
   }
 
   /** EndTxn for a transaction already taken off `#tx`. */
