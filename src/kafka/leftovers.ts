@@ -14,9 +14,10 @@
  * committed offsets for (AddOffsetsToTxn) and the partitions it wrote to (AddPartitionsToTxn),
  * before it writes anything; whatever its markers say then says it for all of them at once. Once
  * those requests are answered the coordinator has finished the predecessor; if no broker
- * connection closed (or failed to open) between the predecessor's EndTxn and that answer, its
- * markers were written (a skipped marker needs its broker to go away), and the pieces are
- * forgotten. Otherwise they are ended before any work, by a transaction that holds only them and
+ * connection closed (or failed to open) between the predecessor's EndTxn and that answer, and
+ * no carried partition still holds the predecessor open (the adapter asks the leaders: a broker
+ * in its controlled shutdown skips markers and still answers, soak seed 106), its markers were
+ * written, and the pieces are forgotten. Otherwise they are ended before any work, by a transaction that holds only them and
  * ends the way the predecessor did. A transaction that holds only them and did not get to hold
  * them all also ends that way, and the pieces are ended again. Kept per transactional id for the
  * life of the process, so a session's new producer ends what the last session's left.
