@@ -234,7 +234,11 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   /**
    * The partitions (of `partitions`; -1 for every partition of a topic) that still hold an open
    * transaction of this producer id, by DescribeProducers (KIP-664) to each leader. A partition
-   * the leader cannot answer for, or without a leader, counts as open.
+   * without a leader in the cached metadata counts as open; a partition the leader answers with an
+   * error fails the whole call (the library throws; NOT_LEADER_OR_FOLLOWER and the like are
+   * retryable, so the session starts over), and nothing is ever judged clean on an error. The
+   * group's `__consumer_offsets` partition is not asked: a marker skipped there costs duplicates
+   * (offsets aborted after their outputs committed), not rows.
    */
   async #openHere(partitions: readonly TopicPartition[]): Promise<TopicPartition[]> {
     const producerId = this.#producer.producerId;
