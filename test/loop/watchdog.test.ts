@@ -1,7 +1,7 @@
 /** Watchdog: the stall decision around partitions held for a stable committed offset. */
 import { describe, expect, test } from "bun:test";
 import { PartitionMap } from "../../src/kafka/topic-partition.ts";
-import { emptyCounters } from "../../src/loop/counters.ts";
+import { emptyCounters, type LoopCounters } from "../../src/loop/counters.ts";
 import type { Session } from "../../src/loop/session.ts";
 import { defaultTimings } from "../../src/loop/timings.ts";
 import { Watchdog } from "../../src/loop/watchdog.ts";
@@ -23,13 +23,22 @@ function sessionWith(held: () => Array<typeof tp>): Session {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A watchdog on a 1 s stall period whose end offsets are read at every check. */
-function watchdogWith(counters = emptyCounters(), warnings: string[] = []): Watchdog {
+/**
+ * A watchdog on a 1 s stall period whose end offsets are read at every check, over a session
+ * whose held partitions `held()` gives; stopped after `body`.
+ */
+async function watching(held: () => Array<typeof tp>, body: (watchdog: Watchdog, session: Session, counters: LoopCounters, warnings: string[]) => Promise<void>): Promise<void> {
+  const counters = emptyCounters();
+  const warnings: string[] = [];
   const timings = { ...defaultTimings, stallRestartMs: 1000, endOffsetsIntervalMs: 0 };
   const watchdog = new Watchdog({ timings, groupId: "g", counters, log: (_level, message) => void warnings.push(message) });
   watchdog.opened();
   watchdog.start();
-  return watchdog;
+  try {
+    await body(watchdog, sessionWith(held), counters, warnings);
+  } finally {
+    watchdog.stop();
+  }
 }
 
 /** The end offsets read (the consumer answers), then the stall check. */
@@ -45,11 +54,7 @@ describe("Watchdog", () => {
   // counted the whole hold as the consumer's silence and restarted it (three times in the run).
   test("a partition that stops being held gets a whole stall period before the consumer counts as stalled", async () => {
     let held = [tp];
-    const session = sessionWith(() => held);
-    const counters = emptyCounters();
-    const warnings: string[] = [];
-    const watchdog = watchdogWith(counters, warnings);
-    try {
+    await watching(() => held, async (watchdog, session, counters, warnings) => {
       // Held past the period: waiting, not stalled.
       await sleep(1100);
       await check(watchdog, session);
@@ -65,23 +70,16 @@ describe("Watchdog", () => {
       await sleep(700);
       await expect(check(watchdog, session)).rejects.toThrow(/^no records for \d+ s while in:0 has records to read: starting a fresh consumer$/);
       expect(counters.stallRestarts).toBe(1);
-    } finally {
-      watchdog.stop();
-    }
+    });
   });
 
   test("an owned partition behind its end with nothing held is a stall once the period has passed", async () => {
-    const session = sessionWith(() => []);
-    const counters = emptyCounters();
-    const watchdog = watchdogWith(counters);
-    try {
+    await watching(() => [], async (watchdog, session, counters) => {
       await check(watchdog, session);
       expect(counters.stallRestarts).toBe(0);
       await sleep(1100);
       await expect(check(watchdog, session)).rejects.toThrow(/^no records for \d+ s while in:0 has records to read: starting a fresh consumer$/);
       expect(counters.stallRestarts).toBe(1);
-    } finally {
-      watchdog.stop();
-    }
+    });
   });
 });

@@ -378,7 +378,8 @@ export class ConfluentConsumer implements GroupConsumer {
       // reaches the partition ahead of its fetch start), and the placeholder is an absolute
       // offset: a logical one sends an offset lookup, and librdkafka retries an outdated lookup
       // with its old target after a seek (`rd_kafka_toppar_offset_retry`), which would move the
-      // partition from its start to the log end.
+      // partition from its start to the log end. Paused again after the assign, for a partition
+      // librdkafka had no handle of before it.
       pending.assigned = true;
       if (held.length) this.#consumer.pause(held);
       const placeholder = (tp: TopicPartition) => ({ ...tp, offset: Number(this.#known.get(group, tp)?.offset ?? 0n) });

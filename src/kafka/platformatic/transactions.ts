@@ -192,11 +192,13 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     // The broker holds a transaction from the first of these requests: it must be ended.
     this.#state.wrote();
     leftovers.holding();
+    let metadata: Awaited<ReturnType<LibraryProducer["metadata"]>> | undefined;
+    let every: TopicPartition[] = [];
     try {
-      const metadata = partitions.length ? await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] }) : undefined;
+      metadata = partitions.length ? await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] }) : undefined;
       // Partition -1: every partition of the topic (librdkafka's producer picks partitions itself).
       // Copies: the library writes the partition of these "messages" back (it reads only topic and partition; nothing is produced).
-      const every = partitions.flatMap((tp) =>
+      every = partitions.flatMap((tp) =>
         tp.partition >= 0 ? [{ ...tp }] : Array.from({ length: metadata?.topics.get(tp.topic)?.partitionsCount ?? 0 }, (_, partition) => ({ topic: tp.topic, partition }))
       );
       // The groups (AddOffsetsToTxn, by the group's id alone; one after another, since the library
@@ -222,7 +224,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     // or skipped. A skipped one leaves that transaction open in its partition.
     let open: TopicPartition[];
     try {
-      open = partitions.length ? await this.#openHere(partitions) : [];
+      open = metadata ? await this.#openHere(metadata, every) : [];
     } catch (error) {
       if (unknownTopic(error)) throw new FvError("KAFKA_RETRYABLE", `asking the partitions' leaders whether the last transaction is still open there: ${(error as Error).message}`);
       throw classify(error, "asking the partitions' leaders whether the last transaction is still open there");
@@ -232,7 +234,7 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
   }
 
   /**
-   * The partitions (of `partitions`; -1 for every partition of a topic) that still hold an open
+   * The partitions (of `every`, as the hold found them in `metadata`) that still hold an open
    * transaction of this producer id, by DescribeProducers (KIP-664) to each leader. A partition
    * without a leader in the cached metadata counts as open; a partition the leader answers with an
    * error fails the whole call (the library throws; NOT_LEADER_OR_FOLLOWER and the like are
@@ -240,13 +242,9 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
    * group's `__consumer_offsets` partition is not asked: a marker skipped there costs duplicates
    * (offsets aborted after their outputs committed), not rows.
    */
-  async #openHere(partitions: readonly TopicPartition[]): Promise<TopicPartition[]> {
+  async #openHere(metadata: Awaited<ReturnType<LibraryProducer["metadata"]>>, every: readonly TopicPartition[]): Promise<TopicPartition[]> {
     const producerId = this.#producer.producerId;
-    const metadata = await this.#producer.metadata({ topics: [...new Set(partitions.map((tp) => tp.topic))] });
-    const every = partitions.flatMap((tp) =>
-      tp.partition >= 0 ? [tp] : Array.from({ length: metadata.topics.get(tp.topic)?.partitionsCount ?? 0 }, (_, partition) => ({ topic: tp.topic, partition }))
-    );
-    if (producerId === undefined) return every;
+    if (producerId === undefined) return [...every];
     const kGetConnection = findSymbol(this.#producer, "plt.kafka.base.getConnection");
     if (!kGetConnection) throw new Error("@platformatic/kafka changed: its connection lookup (plt.kafka.base.getConnection) is gone; src/kafka/platformatic/transactions.ts (#openHere) needs a new way to reach a partition's leader");
     const open: TopicPartition[] = [];
