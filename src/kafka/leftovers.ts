@@ -120,4 +120,13 @@ export class TransactionLeftovers {
   dropped(): void {
     this.#since = Number.NaN;
   }
+
+  /**
+   * The transaction that last ended was seen still open, after its end was answered, in a
+   * partition it wrote to (a client that cannot hold the pieces asks after the end instead): its
+   * pieces are ended again, as it asked.
+   */
+  unfinished(): void {
+    this.#since = Number.NaN;
+  }
 }

@@ -14,10 +14,15 @@ import assert from "node:assert/strict";
 import { channel as diagnosticsChannel, tracingChannel } from "node:diagnostics_channel";
 import { Admin as LibraryAdmin, UserError } from "@platformatic/kafka";
 import { findSymbol, wrapApi } from "../../src/kafka/platformatic/api-hook.ts";
+import { MarkerCheck } from "../../src/kafka/platformatic/open-transactions.ts";
+import { ConfluentTransactionalProducer } from "../../src/kafka/confluent/transactions.ts";
+import { loadLibrary } from "../../src/kafka/confluent/library.ts";
+import { TransactionLeftovers } from "../../src/kafka/leftovers.ts";
+import { GroupMembers } from "../../src/kafka/shared.ts";
 import { after, describe, test } from "node:test";
 import { resolveKafkaClient } from "../../src/kafka/clients.ts";
 import { partitionOfKey } from "../../src/kafka/murmur2.ts";
-import type { GroupConsumer, InboundRecord, KafkaClient, OutboundRecord, TopicPartition } from "../../src/kafka/port.ts";
+import type { CommitOffset, GroupConsumer, InboundRecord, KafkaClient, OutboundRecord, TopicPartition } from "../../src/kafka/port.ts";
 import { countTags, pollFor, pollUntil, writeAbortedAndCommitted } from "../helpers/port.ts";
 import { MemoryKafka } from "./memory-kafka.ts";
 
@@ -464,6 +469,55 @@ for (const adapter of ADAPTERS) {
       await tx.abort();
       assert.deepEqual(values(await admin.readPartition(output, 0)), ["t0", "t1"]);
       assert.deepEqual(await admin.committedOffsets(group, [input], { stable: true }), [{ topic: input, partition: 0, offset: 3n }]);
+    });
+
+    // The librdkafka producer cannot hold the last transaction's pieces; it asks the partitions'
+    // leaders after each end (MarkerCheck), by where the transaction starts in each partition.
+    test("a marker check finds a transaction open where its markers were skipped, and not where they were written", { skip: adapter !== "platformatic" && "hooks the pure-JS client's requests" }, async () => {
+      const { output } = await afterSkippedMarkers("fv-port-marker-check", { disconnect: false });
+      const check = new MarkerCheck(BROKERS, "fv-port-markers");
+      try {
+        // t0 (offset 0) was committed with its marker (offset 1); t1 (offset 2) was not.
+        assert.deepEqual(await check.stillOpen([{ topic: output, partition: 0, offset: 2n }], 300), [{ topic: output, partition: 0 }]);
+        assert.deepEqual(await check.stillOpen([{ topic: output, partition: 0, offset: 0n }], 5_000), []);
+        // An offset where no transaction of anyone starts is not open either.
+        assert.deepEqual(await check.stillOpen([{ topic: output, partition: 0, offset: 1n }], 300), []);
+      } finally {
+        await check.close();
+      }
+    });
+
+    // Soak seed 106 on librdkafka: its commit answered, a partition it wrote to still holds it.
+    test("librdkafka: a transaction still open where it wrote after its commit was answered stops the next one, and the next producer with its transactional id first ends it with a commit", { skip: adapter !== "confluent" && "the librdkafka producer's marker check" }, async () => {
+      const output = await topicWith(1);
+      const lib = loadLibrary();
+      const leftovers = new TransactionLeftovers();
+      const asked: CommitOffset[][] = [];
+      const answers: TopicPartition[][] = [[{ topic: output, partition: 0 }]];
+      const stillOpen = async (started: CommitOffset[]) => {
+        asked.push(started);
+        return answers.shift() ?? [];
+      };
+      const transactionalId = uniqueName("fv-port-txid");
+      const producer = (n: number) => track(new ConfluentTransactionalProducer(lib, BROKERS, `fv-port-tx${n}`, transactionalId, new GroupMembers("confluent"), leftovers, undefined, stillOpen));
+      const first = producer(1);
+      await first.send([{ topic: output, key: null, value: "t1", partition: 0 }]);
+      await first.commit();
+      await assert.rejects(first.send([{ topic: output, key: null, value: "t2", partition: 0 }]), (error: Error & { code?: string }) =>
+        error.code === "KAFKA_RETRYABLE" && /markers may be missing/.test(error.message));
+      assert.deepEqual(asked, [[{ topic: output, partition: 0, offset: 0n }]]);
+      await first.close();
+      const second = producer(2);
+      await second.send([{ topic: output, key: null, value: "t3", partition: 0 }]);
+      await second.commit();
+      const admin = track(k().admin({ clientId: "fv-port-admin" }));
+      // t1 at 0, its marker at 1, then the settling producer's commit markers (2 and 3: it also
+      // commits the transaction that held the pieces once more before it closed), t3 after them.
+      const read = await admin.readPartition(output, 0);
+      assert.deepEqual(read.map((r) => text(r.value)), ["t1", "t3"]);
+      assert.equal(read[0]!.offset, 0n);
+      assert.ok(read[1]!.offset > 2n, `a settling commit marker before t3 (t3 at ${read[1]!.offset})`);
+      assert.deepEqual(asked.slice(1), [[{ topic: output, partition: 0, offset: read[1]!.offset }]]);
     });
 
     // With several brokers some of a commit's markers may have been written: aborting the rest

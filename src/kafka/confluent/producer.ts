@@ -20,11 +20,11 @@ interface Delivery {
 
 /**
  * Produces records and resolves once librdkafka reports every one delivered (acks=all). Delivery
- * reports are polled on librdkafka's background thread, off the event loop.
+ * reports are polled on librdkafka's background thread, off the event loop. `first` collects the
+ * first offset delivered per partition, also when the promise rejects (every report is in by then).
  */
-export async function produceAll(producer: Rd.Producer, records: OutboundRecord[]): Promise<Written> {
+export async function produceAll(producer: Rd.Producer, records: OutboundRecord[], first = new Map<string, CommitOffset>()): Promise<Written> {
   if (records.length === 0) return [];
-  const first = new Map<string, CommitOffset>();
   await new Promise<void>((resolve, reject) => {
     const delivery: Delivery = { remaining: records.length, error: undefined, first, resolve, reject };
     let i = 0;

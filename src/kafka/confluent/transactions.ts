@@ -10,6 +10,7 @@ import { TransactionLeftovers } from "../leftovers.ts";
 import type { Logger } from "../../logger.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
 import { onDelivery, produceAll, producerConfig } from "./producer.ts";
+import type { MarkerCheck } from "../platformatic/open-transactions.ts";
 
 /** How long one transactional call (init, offsets, commit, abort) may take before it fails. */
 const TRANSACTION_CALL_TIMEOUT_MS = 10_000;
@@ -43,6 +44,16 @@ async function retryingTxnCall(run: () => Promise<unknown>): Promise<void> {
   }
 }
 
+/**
+ * How long, after a transaction ended, its markers may take to reach the partitions it wrote to
+ * before the next transaction counts them skipped (the coordinator writes them after it answers
+ * EndTxn; they take a few milliseconds on a healthy broker).
+ */
+const MARKER_WAIT_MS = 5_000;
+
+/** The partitions of `started` (each with where the transaction that just ended starts there) that still hold it open. */
+export type StillOpen = (started: CommitOffset[]) => Promise<TopicPartition[]>;
+
 export class ConfluentTransactionalProducer implements TransactionalProducer {
   readonly #producer: Rd.Producer;
   readonly #members: GroupMembers<ConfluentMember>;
@@ -66,14 +77,32 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
   readonly #leftovers: TransactionLeftovers;
   /** The open transaction's commit was called and got no answer (it may have been committed). */
   #commitUnanswered = false;
+  /** Where the open transaction's first record landed in each partition it wrote to ("topic\u0000partition"). */
+  readonly #started = new Map<string, CommitOffset>();
+  /**
+   * The last transaction's markers, asked after (src/kafka/platformatic/open-transactions.ts): the
+   * partitions it wrote to that still hold it open. The question runs while the loop reads and
+   * transforms the next batch; the next transaction waits for the answer before it begins.
+   */
+  #markers: Promise<TopicPartition[]> | undefined;
+  #markerCheck: Promise<MarkerCheck> | undefined;
+  readonly #stillOpen: StillOpen;
+  readonly #log: Logger | undefined;
   readonly #settle: () => Promise<void>;
   readonly #onError = (error: { code?: number }) => {
     if (error?.code === ERR.TRANSPORT || error?.code === ERR.ALL_BROKERS_DOWN) this.#leftovers.disconnected();
   };
 
-  constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<ConfluentMember>, leftovers = new TransactionLeftovers(), log?: Logger) {
+  /** `stillOpen`: how the last transaction's markers are checked (by default a MarkerCheck of its own; a test may answer instead). */
+  constructor(lib: Library, brokers: string[], clientId: string, transactionalId: string, members: GroupMembers<ConfluentMember>, leftovers = new TransactionLeftovers(), log?: Logger, stillOpen?: StillOpen) {
     this.#members = members;
     this.#leftovers = leftovers;
+    this.#log = log;
+    this.#stillOpen = stillOpen ?? (async (started) => {
+      // Loaded only when needed, like the settling producer below.
+      this.#markerCheck ??= import("../platformatic/open-transactions.ts").then(({ MarkerCheck }) => new MarkerCheck(brokers, `${clientId}-markers`));
+      return await (await this.#markerCheck).stillOpen(started, MARKER_WAIT_MS);
+    });
     this.#settle = async () => {
       // Loaded only when needed: the pure-JS client stays out of a librdkafka process otherwise.
       const { PlatformaticTransactionalProducer } = await import("../platformatic/transactions.ts");
@@ -122,11 +151,12 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
   async #begin(): Promise<void> {
     await this.ready();
     if (this.#state.open) return;
+    await this.#markersLanded();
     // No way to hold the last transaction's pieces here: if a broker connection closed after its
-    // end went out, its markers may be missing, and this producer must not write before they are
-    // ended (a new session's producer does that first).
+    // end went out, or a partition it wrote to still holds it, its markers may be missing, and
+    // this producer must not write before they are ended (a new session's producer does that first).
     if (!this.#leftovers.empty && this.#leftovers.held() !== "clean") {
-      throw new FvError("KAFKA_RETRYABLE", "a broker connection closed after the last transaction ended: its records and offset commits may still be open at the broker; the session starts over and ends them first");
+      throw new FvError("KAFKA_RETRYABLE", "the last transaction's markers may be missing (a broker connection closed after it ended, or a partition it wrote to still holds it open): its records and offset commits may still be open at the broker; the session starts over and ends them first");
     }
     try {
       await call((cb) => this.#producer.beginTransaction(cb));
@@ -147,10 +177,16 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       if (r.topic === topic && (r.partition ?? -1) === partition) continue;
       this.#leftovers.addPartition(topic = r.topic, partition = r.partition ?? -1);
     }
+    const first = new Map<string, CommitOffset>();
     try {
-      return await produceAll(this.#producer, records);
+      return await produceAll(this.#producer, records, first);
     } catch (error) {
       throw this.#failed(error, "producing in a transaction");
+    } finally {
+      for (const [key, o] of first) {
+        const seen = this.#started.get(key);
+        if (!seen || o.offset < seen.offset) this.#started.set(key, o);
+      }
     }
   }
 
@@ -196,6 +232,34 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     this.#state.ended();
     this.#troubled = false;
     this.#commitUnanswered = false;
+    this.#askMarkers();
+  }
+
+  /**
+   * Starts asking whether the transaction that just ended (its EndTxn answered) is still open in
+   * the partitions it wrote to. A broker in its controlled shutdown skips the markers of its
+   * leaderless partitions and answers as if it wrote them (soak seed 106), and librdkafka cannot
+   * hold the last transaction's pieces the way the pure-JS client does (a partition joins a
+   * transaction only with a record). Not asked: the group's `__consumer_offsets` partition (a
+   * marker skipped there costs duplicates, not rows), and the partitions of a transaction whose
+   * end got no answer (those are ended again anyway).
+   */
+  #askMarkers(): void {
+    const started = [...this.#started.values()];
+    this.#started.clear();
+    if (started.length === 0) return;
+    this.#markers = this.#stillOpen(started).catch(() => started);
+  }
+
+  /** Waits for the answer of #askMarkers: a partition still open makes the leftovers owed (they are ended before any work). */
+  async #markersLanded(): Promise<void> {
+    const markers = this.#markers;
+    if (!markers) return;
+    this.#markers = undefined;
+    const open = await markers;
+    if (open.length === 0) return;
+    this.#log?.("warn", `the last transaction is still open in partitions it wrote to (${open.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")}): their markers were skipped (a broker shutting down?); the session starts over and ends it first`);
+    this.#leftovers.unfinished();
   }
 
   async abort(): Promise<void> {
@@ -209,10 +273,12 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       // ended again as that commit asked.
       if (this.#commitUnanswered) this.#leftovers.ending("commit");
       this.#leftovers.dropped();
+      this.#started.clear();
       throw this.#failed(error, "aborting a transaction");
     }
     this.#troubled = false;
     this.#commitUnanswered = false;
+    this.#askMarkers();
   }
 
   async releasePendingOffsets(group: GroupMetadata, held: TopicPartition): Promise<void> {
@@ -254,7 +320,16 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     const initialized = await this.#initialized.then(() => true, () => false);
     if (!initialized) return;
     await this.abort().catch(() => {});
+    // The last transaction's markers: what is still open is ended here, not left to whichever
+    // marker of this producer id reaches those partitions next (after this process, none may).
+    const open = this.#markers ? await this.#markers : [];
+    this.#markers = undefined;
+    if (this.#markerCheck) await (await this.#markerCheck).close();
     if (this.#troubled) return;
     await disconnect(this.#producer);
+    if (open.length > 0) {
+      this.#leftovers.unfinished();
+      await this.#settle().catch((error) => this.#log?.("warn", `ending the last transaction where its markers were skipped failed (${(error as Error).message}); the next producer with this transactional id in this process ends it`));
+    }
   }
 }

@@ -1,6 +1,6 @@
 /** Transactions on @platformatic/kafka: outputs and consumer offsets committed together. */
 import type { Buffer } from "node:buffer";
-import { type Consumer as PltConsumer, describeProducersV0, Producer as PltProducer, UserError } from "@platformatic/kafka";
+import { type Consumer as PltConsumer, Producer as PltProducer, UserError } from "@platformatic/kafka";
 import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
@@ -10,6 +10,7 @@ import { checkWritten, chunkBySize } from "./producer.ts";
 import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
 import { findSymbol, wrapApi } from "./api-hook.ts";
+import { askLeaders } from "./open-transactions.ts";
 import { type Settle, TransactionLeftovers } from "../leftovers.ts";
 import type { Logger } from "../../logger.ts";
 
@@ -235,42 +236,16 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
 
   /**
    * The partitions (of `every`, as the hold found them in `metadata`) that still hold an open
-   * transaction of this producer id, by DescribeProducers (KIP-664) to each leader. A partition
-   * without a leader in the cached metadata counts as open; a partition the leader answers with an
-   * error fails the whole call (the library throws; NOT_LEADER_OR_FOLLOWER and the like are
-   * retryable, so the session starts over), and nothing is ever judged clean on an error. The
+   * transaction of this producer id (src/kafka/platformatic/open-transactions.ts). An error
+   * fails the call (NOT_LEADER_OR_FOLLOWER and the like are retryable, so the session starts
+   * over), and nothing is ever judged clean on an error. The
    * group's `__consumer_offsets` partition is not asked: a marker skipped there costs duplicates
    * (offsets aborted after their outputs committed), not rows.
    */
   async #openHere(metadata: Awaited<ReturnType<LibraryProducer["metadata"]>>, every: readonly TopicPartition[]): Promise<TopicPartition[]> {
     const producerId = this.#producer.producerId;
     if (producerId === undefined) return [...every];
-    const kGetConnection = findSymbol(this.#producer, "plt.kafka.base.getConnection");
-    if (!kGetConnection) throw new Error("@platformatic/kafka changed: its connection lookup (plt.kafka.base.getConnection) is gone; src/kafka/platformatic/transactions.ts (#openHere) needs a new way to reach a partition's leader");
-    const open: TopicPartition[] = [];
-    const byLeader = new Map<number, TopicPartition[]>();
-    for (const tp of every) {
-      const leader = metadata.topics.get(tp.topic)?.partitions[tp.partition]?.leader;
-      if (leader === undefined || leader < 0 || !metadata.brokers.has(leader)) open.push(tp);
-      else byLeader.set(leader, [...(byLeader.get(leader) ?? []), tp]);
-    }
-    // deno-lint-ignore no-explicit-any
-    const producer = this.#producer as any;
-    await Promise.all([...byLeader].map(async ([leader, tps]) => {
-      const connection = await new Promise((resolve, reject) => producer[kGetConnection](metadata.brokers.get(leader), (error: unknown, c: unknown) => (error ? reject(error) : resolve(c))));
-      const topics = [...new Set(tps.map((tp) => tp.topic))].map((name) => ({ name, partitionIndexes: tps.filter((tp) => tp.topic === name).map((tp) => tp.partition) }));
-      const response = await new Promise<{ topics: Array<{ name: string; partitions: Array<{ partitionIndex: number; errorCode: number; activeProducers: Array<{ producerId: bigint; currentTxnStartOffset: bigint }> }> }> }>((resolve, reject) =>
-        // deno-lint-ignore no-explicit-any
-        (describeProducersV0.api as any)(connection, topics, (error: unknown, r: any) => (error ? reject(error) : resolve(r)))
-      );
-      for (const t of response.topics) {
-        for (const p of t.partitions) {
-          const mine = p.activeProducers.some((a) => a.producerId === producerId && a.currentTxnStartOffset >= 0n);
-          if (p.errorCode !== 0 || mine) open.push({ topic: t.name, partition: p.partitionIndex });
-        }
-      }
-    }));
-    return open;
+    return await askLeaders(this.#producer, metadata, every, (_, producers) => producers.some((a) => a.producerId === producerId && a.currentTxnStartOffset >= 0n));
   }
 
   /** EndTxn for a transaction already taken off `#tx`. */
