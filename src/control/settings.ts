@@ -105,7 +105,7 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_RECORD_INTERVAL_MS", "how often the build record is sent", "5000"],
   ["STREAM_POLL_TIMEOUT_MS", "how long one poll waits for records", "200"],
   ["STREAM_EXACTLY_ONCE", "true: outputs, dead letters and offsets in one Kafka transaction per checkpoint interval", "false"],
-  ["STREAM_INSTANCE_ID", "stable name of this process (e.g. the pod name), part of transactional ids: a restart fences its predecessor at once. Give each live process its own: two with one id take the membership from each other (with librdkafka, 3 times within a minute ends the stream: INVALID_SETTINGS)", "random per start"],
+  ["STREAM_INSTANCE_ID", "stable name of this process (e.g. the pod name), part of transactional ids: a restart fences its predecessor at once. Give each live process its own: two with one id take the membership from each other, and 3 times within a minute ends the stream: INVALID_SETTINGS", "random per start"],
   ["STREAM_CHECKPOINT_DEADLINE_MS", "most time one checkpoint step (state, offsets, transaction) may take", "10000"],
   ["STREAM_CHECKPOINT_MAX_FAILURES", "failed checkpoints in a row before the stream fails (circuit breaker)", "5"],
   ["STREAM_SESSION_TIMEOUT_MS", "a member silent this long (crashed, paused) leaves the group and its partitions move", "10000"],

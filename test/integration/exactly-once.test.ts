@@ -420,14 +420,54 @@ describe("exactly-once", () => {
     const result = tally(await collector.stop(), expected);
     const fencedLines = a.lines.filter((l) => l.includes("was fenced by another consumer that joined with the same group.instance.id"));
     console.log(`static member test (${exactlyOnce ? "exactly-once" : "at-least-once"}): ${expected.length} expected, ${result.duplicates} duplicates, A restarts=${lastRecord(a.records)?.metrics?.restarts}, ${fencedLines.length} fenced-instance lines`);
-    // At-least-once, librdkafka reports the fencing as a fatal error, which the loop now takes as
-    // fenced; the pure-JS library rejoins by itself on FENCED_INSTANCE_ID. Exactly-once, the second
-    // process's producer fences the first one's too, which starts a new session either way.
+    // At-least-once, librdkafka reports the fencing as a fatal error, which the loop takes as
+    // fenced. The pure-JS library's offset commit (no group.instance.id in it) is refused with
+    // UNKNOWN_MEMBER_ID, on which it rejoins by itself; only a refused heartbeat or sync says
+    // FENCED_INSTANCE_ID (the test below). Exactly-once, the second process's producer fences the
+    // first one's too, which starts a new session either way.
     if (ENGINE_KAFKA_CLIENT === "confluent" && !exactlyOnce) expect(fencedLines.length).toBeGreaterThan(0);
     if (exactlyOnce) expect(lastRecord(a.records)?.metrics?.restarts ?? 0).toBeGreaterThan(0);
     expect(result.missing).toEqual([]);
     if (exactlyOnce) expect(result.duplicates).toBe(0);
     expect(result.unexpected).toEqual([]);
+  });
+
+  // Two live processes with one STREAM_INSTANCE_ID take the static membership from each other
+  // without end. librdkafka reports each fencing (a fatal consumer error); the pure-JS library took
+  // the id back by itself, so the two went on fencing each other, unseen. Either way the fencings
+  // are counted now, and a process fenced 3 times within a minute ends with the setting to fix.
+  test("two live processes with one STREAM_INSTANCE_ID: one ends within two minutes with an error that names the setting", async () => {
+    const name = uniqueName("instance-shared");
+    const input = `${name}-in`;
+    const output = `${name}-out`;
+    await createTopic(input, 2);
+    await produce(records(input, 0, 2_000));
+    const env = { ...FAST_GROUP, STREAM_INSTANCE_ID: `${name}-x` };
+    const file = pipeline(name, input, output);
+    const a = startCli(["run", file], { env });
+    let b: CliRun | undefined;
+    try {
+      await waitFor(() => owns(a) === 2, 90_000, "A to own both partitions");
+      b = startCli(["run", file], { env });
+      const ended = await Promise.race([
+        a.exited.then((code) => ({ run: a, code })),
+        b.exited.then((code) => ({ run: b!, code })),
+        new Promise<undefined>((resolve) => setTimeout(resolve, 120_000)),
+      ]);
+      if (!ended) throw new Error("neither process ended within 120 s");
+      expect(ended.code).not.toBe(0);
+      expect(ended.run.lines.some((l) => l.includes(`another process runs with STREAM_INSTANCE_ID=${name}-x. Give each process its own STREAM_INSTANCE_ID`))).toBe(true);
+      expect(ended.run.lines.some((l) => l.includes("was fenced by another consumer that joined with the same group.instance.id"))).toBe(true);
+    } catch (error) {
+      console.log(`=== A\n${logsOf(a)}`);
+      if (b) console.log(`=== B\n${logsOf(b)}`);
+      throw error;
+    } finally {
+      a.child.kill("SIGKILL");
+      b?.child.kill("SIGKILL");
+      await a.exited;
+      await b?.exited;
+    }
   });
 
   test("a member killed mid-stream: the one that takes its partitions fences its transactional id at once, and every record is there exactly once", async () => {

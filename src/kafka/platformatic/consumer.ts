@@ -22,6 +22,7 @@ import {
 } from "../shared.ts";
 import { coPartitionedAssigner, memberUserData } from "./assigner.ts";
 import { classify, unknownTopic, unstableOffsetCommit } from "./errors.ts";
+import { wrapApi } from "./api-hook.ts";
 import { type FetchedRecords, type FetchRequestTopic, type LibraryMessage, READ_COMMITTED, takeFetchedRecords, toInbound } from "./records.ts";
 
 /**
@@ -108,6 +109,25 @@ export class PlatformaticConsumer implements GroupConsumer {
       this.#error ??= sorted.code === "KAFKA_FATAL" ? new FvError("KAFKA_RETRYABLE", sorted.message, { cause: error }) : sorted;
       this.#wake();
     });
+    // A static member whose heartbeat, offset commit or sync is refused with FENCED_INSTANCE_ID
+    // lost its group.instance.id to a consumer that joined with the same one. The library takes the
+    // id back by itself (it rejoins, and commits again), so two live processes with one
+    // STREAM_INSTANCE_ID would take it from each other without end, unseen. The next poll reports
+    // it instead, fenced, for the loop's count of fencings (consumer-loop.ts, #sharedInstanceId),
+    // as librdkafka's fatal error is.
+    for (const request of ["Heartbeat", "OffsetCommit", "SyncGroup"]) wrapApi(this.#consumer, request, (api) => (...args: unknown[]) => {
+      const callback = args.at(-1) as (error: unknown, response?: unknown) => void;
+      return api(...args.slice(0, -1), (error: unknown, response?: unknown) => {
+        if (error && !this.#closed) {
+          const sorted = classify(error, `${request} of group ${options.groupId}`);
+          if (sorted.context.instanceFenced) {
+            this.#error ??= new FvError(sorted.code, `${sorted.message}: the static member ${options.groupInstanceId} was fenced by another consumer that joined with the same group.instance.id; starting a fresh consumer`, { cause: error, context: sorted.context });
+            this.#wake();
+          }
+        }
+        callback(error, response);
+      });
+    }, "the fencing of a static member (src/kafka/platformatic/consumer.ts)");
     this.#consumer.on("consumer:group:join", (payload: { memberId?: string; generationId?: number; assignments?: Array<{ topic: string; partitions: number[] }> }) => {
       this.#onJoin(payload.memberId ?? this.#consumer.memberId ?? "", payload.generationId ?? this.#consumer.generationId, payload.assignments ?? []);
     });

@@ -10,7 +10,7 @@ import { checkWritten, chunkBySize } from "./producer.ts";
 import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
 import { findSymbol, wrapApi } from "./api-hook.ts";
-import { askLeaders } from "./open-transactions.ts";
+import { type ActiveProducer, askLeaders } from "./open-transactions.ts";
 import { type Settle, TransactionLeftovers } from "../leftovers.ts";
 import type { Logger } from "../../logger.ts";
 
@@ -236,16 +236,25 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
 
   /**
    * The partitions (of `every`, as the hold found them in `metadata`) that still hold an open
-   * transaction of this producer id (src/kafka/platformatic/open-transactions.ts). An error
-   * fails the call (NOT_LEADER_OR_FOLLOWER and the like are retryable, so the session starts
-   * over), and nothing is ever judged clean on an error. The
+   * transaction of this producer id (src/kafka/platformatic/open-transactions.ts). A failed
+   * question is asked once more with fresh metadata; a second failure fails the call
+   * (NOT_LEADER_OR_FOLLOWER and the like are retryable, so the session starts over), and nothing
+   * is ever judged clean on an error. The
    * group's `__consumer_offsets` partition is not asked: a marker skipped there costs duplicates
    * (offsets aborted after their outputs committed), not rows.
    */
   async #openHere(metadata: Awaited<ReturnType<LibraryProducer["metadata"]>>, every: readonly TopicPartition[]): Promise<TopicPartition[]> {
     const producerId = this.#producer.producerId;
     if (producerId === undefined) return [...every];
-    return await askLeaders(this.#producer, metadata, every, (_, producers) => producers.some((a) => a.producerId === producerId && a.currentTxnStartOffset >= 0n));
+    const mine = (_: TopicPartition, producers: ActiveProducer[]) => producers.some((a) => a.producerId === producerId && a.currentTxnStartOffset >= 0n);
+    try {
+      return await askLeaders(this.#producer, metadata, every, mine);
+    } catch {
+      // A leader moved since the metadata was cached (NOT_LEADER_OR_FOLLOWER): asked once more, of
+      // fresh metadata, before the session starts over for it.
+      const fresh = await this.#producer.metadata({ topics: [...new Set(every.map((tp) => tp.topic))], forceUpdate: true });
+      return await askLeaders(this.#producer, fresh, every, mine);
+    }
   }
 
   /** EndTxn for a transaction already taken off `#tx`. */
