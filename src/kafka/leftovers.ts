@@ -43,6 +43,8 @@ export class TransactionLeftovers {
   /** Broker connections closed so far, and how many had when the last EndTxn went out (NaN: it did not go out). */
   #disconnects = 0;
   #since = 0;
+  /** Counts every call that changes how the pieces end: a `checking` mark is taken back only if none came after it. */
+  #marks = 0;
   /** The open transaction holds every piece carried into it; and whether the last one ended holding them all. */
   #holdsAll = true;
   #endedHoldingAll = true;
@@ -86,6 +88,7 @@ export class TransactionLeftovers {
    * partitions and still answers (soak seed 106: 50 rows lost).
    */
   held(stillOpen = false): Settle {
+    this.#marks++;
     this.#holdsAll = true;
     if (this.empty || (!stillOpen && this.#endedHoldingAll && this.#disconnects === this.#since)) {
       this.#partitions.clear();
@@ -108,6 +111,7 @@ export class TransactionLeftovers {
    * get to hold still owe the same.
    */
   ending(how: "commit" | "abort"): void {
+    this.#marks++;
     this.#owed = how;
     this.#endedHoldingAll = this.#holdsAll;
     this.#since = this.#disconnects;
@@ -118,15 +122,22 @@ export class TransactionLeftovers {
    * pieces are ended again (as asked) by the next transaction whatever closed meanwhile.
    */
   dropped(): void {
+    this.#marks++;
     this.#since = Number.NaN;
   }
 
   /**
-   * The transaction that last ended was seen still open, after its end was answered, in a
-   * partition it wrote to (a client that cannot hold the pieces asks after the end instead): its
-   * pieces are ended again, as it asked.
+   * A client that cannot hold the pieces asks after a transaction's end whether it is still open
+   * where it wrote. Until the answer the pieces count as owed (ended again, as the transaction
+   * asked, by whichever producer of this id comes next); the returned function takes that back
+   * when the answer is "nowhere", unless anything else happened to the pieces meanwhile.
    */
-  unfinished(): void {
+  checking(): () => void {
+    const since = this.#since;
+    const mark = ++this.#marks;
     this.#since = Number.NaN;
+    return () => {
+      if (this.#marks === mark) this.#since = since;
+    };
   }
 }

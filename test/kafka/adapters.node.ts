@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { channel as diagnosticsChannel, tracingChannel } from "node:diagnostics_channel";
 import { Admin as LibraryAdmin, UserError } from "@platformatic/kafka";
 import { findSymbol, wrapApi } from "../../src/kafka/platformatic/api-hook.ts";
-import { MarkerCheck } from "../../src/kafka/platformatic/open-transactions.ts";
+import { askLeaders, MarkerCheck } from "../../src/kafka/platformatic/open-transactions.ts";
 import { ConfluentTransactionalProducer } from "../../src/kafka/confluent/transactions.ts";
 import { loadLibrary } from "../../src/kafka/confluent/library.ts";
 import { TransactionLeftovers } from "../../src/kafka/leftovers.ts";
@@ -475,6 +475,19 @@ for (const adapter of ADAPTERS) {
     // leaders after each end (MarkerCheck), by where the transaction starts in each partition.
     test("a marker check finds a transaction open where its markers were skipped, and not where they were written", { skip: adapter !== "platformatic" && "hooks the pure-JS client's requests" }, async () => {
       const { output } = await afterSkippedMarkers("fv-port-marker-check", { disconnect: false });
+      // The leader's own word: one producer, with a transaction open from t1's offset.
+      const admin = new LibraryAdmin({ clientId: "fv-port-describe", bootstrapBrokers: BROKERS });
+      const listed: bigint[] = [];
+      try {
+        const metadata = await admin.metadata({ topics: [output] });
+        assert.deepEqual(await askLeaders(admin, metadata, [{ topic: output, partition: 0 }], (_, producers) => {
+          listed.push(...producers.map((p) => p.currentTxnStartOffset));
+          return true;
+        }), [{ topic: output, partition: 0 }]);
+      } finally {
+        await admin.close();
+      }
+      assert.deepEqual(listed, [2n]);
       const check = new MarkerCheck(BROKERS, "fv-port-markers");
       try {
         // t0 (offset 0) was committed with its marker (offset 1); t1 (offset 2) was not.
@@ -482,6 +495,25 @@ for (const adapter of ADAPTERS) {
         assert.deepEqual(await check.stillOpen([{ topic: output, partition: 0, offset: 0n }], 5_000), []);
         // An offset where no transaction of anyone starts is not open either.
         assert.deepEqual(await check.stillOpen([{ topic: output, partition: 0, offset: 1n }], 300), []);
+      } finally {
+        await check.close();
+      }
+    });
+
+    // The check's premise: librdkafka's delivery reports say where its transaction starts, as the
+    // partition's leader lists it.
+    test("librdkafka: a marker check finds its open transaction where its first records landed, and nothing once it committed", { skip: adapter !== "confluent" && "the librdkafka producer's delivery reports" }, async () => {
+      const output = await topicWith(2, [{ topic: "", key: null, value: "before", partition: 0 }]);
+      const tx = track(k().transactionalProducer({ clientId: "fv-port-tx", transactionalId: uniqueName("fv-port-txid") }));
+      const first = await tx.send([{ topic: output, key: null, value: "a", partition: 0 }, { topic: output, key: null, value: "b", partition: 1 }]);
+      await tx.send([{ topic: output, key: null, value: "c", partition: 1 }]);
+      const started = [...(first ?? [])].sort(byPartition);
+      assert.deepEqual(started, [{ topic: output, partition: 0, offset: 1n }, { topic: output, partition: 1, offset: 0n }]);
+      const check = new MarkerCheck(BROKERS, "fv-port-markers");
+      try {
+        assert.deepEqual((await check.stillOpen(started, 300)).sort(byPartition), [{ topic: output, partition: 0 }, { topic: output, partition: 1 }]);
+        await tx.commit();
+        assert.deepEqual(await check.stillOpen(started, 5_000), []);
       } finally {
         await check.close();
       }

@@ -53,6 +53,25 @@ describe("transaction leftovers", () => {
     expect(l.empty).toBe(true);
   });
 
+  // librdkafka asks after the end instead (MarkerCheck): until the answer, the pieces are owed.
+  test("a check under way leaves the pieces owed; the answer \"nowhere\" takes that back, unless a producer ended them meanwhile", () => {
+    const l = new TransactionLeftovers();
+    transaction(l, [["out", 4]], "g", "abort");
+    const nowhere = l.checking();
+    // A producer of the next session, come first, ends them as the transaction did.
+    expect(l.held()).toBe("abort");
+    nowhere();
+    expect(l.held()).toBe("abort");
+    l.ending("abort");
+    expect(l.held()).toBe("clean");
+    // With nothing in between, the answer "nowhere" makes them clean again.
+    transaction(l, [["out", 5]], undefined, "commit");
+    const answered = l.checking();
+    answered();
+    expect(l.held()).toBe("clean");
+    expect(l.empty).toBe(true);
+  });
+
   test("an abort's pieces are ended by an abort, a commit's by a commit", () => {
     const aborted = new TransactionLeftovers();
     transaction(aborted, [["out", 0]], "g", "abort");

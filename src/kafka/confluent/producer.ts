@@ -14,6 +14,8 @@ interface Delivery {
   error: unknown;
   /** The first offset delivered per partition, by "topic\u0000partition". */
   first: Map<string, CommitOffset>;
+  /** Partitions with a record delivered without an offset (a retried batch the broker knew already: librdkafka takes DUPLICATE_SEQUENCE_NUMBER as delivered). */
+  noOffset: Set<string> | undefined;
   resolve(): void;
   reject(error: unknown): void;
 }
@@ -21,12 +23,13 @@ interface Delivery {
 /**
  * Produces records and resolves once librdkafka reports every one delivered (acks=all). Delivery
  * reports are polled on librdkafka's background thread, off the event loop. `first` collects the
- * first offset delivered per partition, also when the promise rejects (every report is in by then).
+ * first offset delivered per partition, also when the promise rejects (every report is in by then),
+ * and `noOffset` the partitions where a record was delivered without one.
  */
-export async function produceAll(producer: Rd.Producer, records: OutboundRecord[], first = new Map<string, CommitOffset>()): Promise<Written> {
+export async function produceAll(producer: Rd.Producer, records: OutboundRecord[], first = new Map<string, CommitOffset>(), noOffset?: Set<string>): Promise<Written> {
   if (records.length === 0) return [];
   await new Promise<void>((resolve, reject) => {
-    const delivery: Delivery = { remaining: records.length, error: undefined, first, resolve, reject };
+    const delivery: Delivery = { remaining: records.length, error: undefined, first, noOffset, resolve, reject };
     let i = 0;
     const next = () => {
       for (; i < records.length; i++) {
@@ -60,7 +63,7 @@ export function onDelivery(err: Rd.LibrdKafkaError | undefined | null, report: R
     const key = `${report.topic}\u0000${report.partition}`;
     const seen = delivery.first.get(key);
     if (!seen || BigInt(report.offset) < seen.offset) delivery.first.set(key, { topic: report.topic, partition: report.partition, offset: BigInt(report.offset) });
-  }
+  } else delivery.noOffset?.add(`${report.topic}\u0000${report.partition}`);
   if (--delivery.remaining === 0) {
     if (delivery.error) delivery.reject(delivery.error);
     else delivery.resolve();

@@ -1,6 +1,6 @@
 /** Transactions on librdkafka: outputs and consumer offsets committed together. */
 import type * as Rd from "@confluentinc/kafka-javascript";
-import { delay } from "../../async.ts";
+import { deadline, delay } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
 import { GroupMembers, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
@@ -50,6 +50,25 @@ async function retryingTxnCall(run: () => Promise<unknown>): Promise<void> {
  * EndTxn; they take a few milliseconds on a healthy broker).
  */
 const MARKER_WAIT_MS = 5_000;
+/** How long the check waits for a transaction's sends still in flight (their delivery reports) before it counts their partitions open. */
+const SENDS_SETTLE_MS = 5_000;
+
+/** What one transaction wrote, as its delivery reports tell it. */
+interface Writes {
+  /** Where its first record landed in each partition ("topic\u0000partition"). */
+  started: Map<string, CommitOffset>;
+  /** Partitions where a record was delivered without an offset: where it starts there is not known. */
+  noOffset: Set<string>;
+  /** Its sends whose delivery reports are not all in yet. */
+  sending: Set<Promise<unknown>>;
+}
+
+const newWrites = (): Writes => ({ started: new Map(), noOffset: new Set(), sending: new Set() });
+
+const partitionOfKey = (key: string): TopicPartition => {
+  const at = key.lastIndexOf("\u0000");
+  return { topic: key.slice(0, at), partition: Number(key.slice(at + 1)) };
+};
 
 /** The partitions of `started` (each with where the transaction that just ended starts there) that still hold it open. */
 export type StillOpen = (started: CommitOffset[]) => Promise<TopicPartition[]>;
@@ -77,8 +96,8 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
   readonly #leftovers: TransactionLeftovers;
   /** The open transaction's commit was called and got no answer (it may have been committed). */
   #commitUnanswered = false;
-  /** Where the open transaction's first record landed in each partition it wrote to ("topic\u0000partition"). */
-  readonly #started = new Map<string, CommitOffset>();
+  /** What the open transaction wrote (a new one after each end: a late delivery report lands in its own transaction's). */
+  #writes = newWrites();
   /**
    * The last transaction's markers, asked after (src/kafka/platformatic/open-transactions.ts): the
    * partitions it wrote to that still hold it open. The question runs while the loop reads and
@@ -177,16 +196,23 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       if (r.topic === topic && (r.partition ?? -1) === partition) continue;
       this.#leftovers.addPartition(topic = r.topic, partition = r.partition ?? -1);
     }
+    const writes = this.#writes;
     const first = new Map<string, CommitOffset>();
+    const noOffset = new Set<string>();
+    // Noted before the promise settles for anyone else: the check waits for `sending` to settle.
+    const sending = produceAll(this.#producer, records, first, noOffset).finally(() => {
+      writes.sending.delete(sending);
+      for (const [key, o] of first) {
+        const seen = writes.started.get(key);
+        if (!seen || o.offset < seen.offset) writes.started.set(key, o);
+      }
+      for (const key of noOffset) writes.noOffset.add(key);
+    });
+    writes.sending.add(sending);
     try {
-      return await produceAll(this.#producer, records, first);
+      return await sending;
     } catch (error) {
       throw this.#failed(error, "producing in a transaction");
-    } finally {
-      for (const [key, o] of first) {
-        const seen = this.#started.get(key);
-        if (!seen || o.offset < seen.offset) this.#started.set(key, o);
-      }
     }
   }
 
@@ -240,26 +266,37 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
    * the partitions it wrote to. A broker in its controlled shutdown skips the markers of its
    * leaderless partitions and answers as if it wrote them (soak seed 106), and librdkafka cannot
    * hold the last transaction's pieces the way the pure-JS client does (a partition joins a
-   * transaction only with a record). Not asked: the group's `__consumer_offsets` partition (a
-   * marker skipped there costs duplicates, not rows), and the partitions of a transaction whose
-   * end got no answer (those are ended again anyway).
+   * transaction only with a record). Until the answer, the pieces count as owed (`checking`), so a
+   * producer of the next session that comes first ends them before any work. The check first waits
+   * for the transaction's sends still in flight (a send given up by the loop's deadline still
+   * gets its delivery reports); a partition whose start is not known counts as open. Not asked:
+   * the group's `__consumer_offsets` partition (a marker skipped there costs duplicates, not rows),
+   * and the partitions of a transaction whose end got no answer (those are ended again anyway).
    */
   #askMarkers(): void {
-    const started = [...this.#started.values()];
-    this.#started.clear();
-    if (started.length === 0) return;
-    this.#markers = this.#stillOpen(started).catch(() => started);
+    const writes = this.#writes;
+    this.#writes = newWrites();
+    if (writes.started.size === 0 && writes.noOffset.size === 0 && writes.sending.size === 0) return;
+    const answered = this.#leftovers.checking();
+    this.#markers = (async () => {
+      const settled = await deadline(Promise.allSettled([...writes.sending]).then(() => true), SENDS_SETTLE_MS).catch(() => false);
+      const unknown = new Set(writes.noOffset);
+      if (!settled) for (const key of writes.started.keys()) unknown.add(key);
+      const asked = [...writes.started].filter(([key]) => !unknown.has(key)).map(([, o]) => o);
+      const open = [...[...unknown].map(partitionOfKey), ...(asked.length ? await this.#stillOpen(asked) : [])];
+      if (open.length === 0) answered();
+      return open;
+    })().catch(() => [...new Set([...writes.started.keys(), ...writes.noOffset])].map(partitionOfKey));
   }
 
-  /** Waits for the answer of #askMarkers: a partition still open makes the leftovers owed (they are ended before any work). */
+  /** Waits for the answer of #askMarkers: a partition still open keeps the leftovers owed (they are ended before any work). */
   async #markersLanded(): Promise<void> {
     const markers = this.#markers;
     if (!markers) return;
     this.#markers = undefined;
     const open = await markers;
     if (open.length === 0) return;
-    this.#log?.("warn", `the last transaction is still open in partitions it wrote to (${open.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")}): their markers were skipped (a broker shutting down?); the session starts over and ends it first`);
-    this.#leftovers.unfinished();
+    this.#log?.("warn", `the last transaction is still open in partitions it wrote to (${open.map((tp) => `${tp.topic}:${tp.partition}`).join(", ")}), or where it starts there is not known: their markers may have been skipped (a broker shutting down?); the session starts over and ends it first`);
   }
 
   async abort(): Promise<void> {
@@ -273,7 +310,7 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
       // ended again as that commit asked.
       if (this.#commitUnanswered) this.#leftovers.ending("commit");
       this.#leftovers.dropped();
-      this.#started.clear();
+      this.#writes = newWrites();
       throw this.#failed(error, "aborting a transaction");
     }
     this.#troubled = false;
@@ -324,11 +361,10 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     // marker of this producer id reaches those partitions next (after this process, none may).
     const open = this.#markers ? await this.#markers : [];
     this.#markers = undefined;
-    if (this.#markerCheck) await (await this.#markerCheck).close();
+    if (this.#markerCheck) await this.#markerCheck.then((check) => check.close()).catch(() => {});
     if (this.#troubled) return;
     await disconnect(this.#producer);
     if (open.length > 0) {
-      this.#leftovers.unfinished();
       await this.#settle().catch((error) => this.#log?.("warn", `ending the last transaction where its markers were skipped failed (${(error as Error).message}); the next producer with this transactional id in this process ends it`));
     }
   }

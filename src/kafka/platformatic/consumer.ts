@@ -109,16 +109,20 @@ export class PlatformaticConsumer implements GroupConsumer {
       this.#error ??= sorted.code === "KAFKA_FATAL" ? new FvError("KAFKA_RETRYABLE", sorted.message, { cause: error }) : sorted;
       this.#wake();
     });
-    // A static member whose heartbeat, offset commit or sync is refused with FENCED_INSTANCE_ID
-    // lost its group.instance.id to a consumer that joined with the same one. The library takes the
-    // id back by itself (it rejoins, and commits again), so two live processes with one
-    // STREAM_INSTANCE_ID would take it from each other without end, unseen. The next poll reports
-    // it instead, fenced, for the loop's count of fencings (consumer-loop.ts, #sharedInstanceId),
-    // as librdkafka's fatal error is.
-    for (const request of ["Heartbeat", "OffsetCommit", "SyncGroup"]) wrapApi(this.#consumer, request, (api) => (...args: unknown[]) => {
+    // A static member whose heartbeat or sync is refused with FENCED_INSTANCE_ID lost its
+    // group.instance.id to a consumer that joined with the same one. The library takes the id back
+    // by itself (it rejoins), so two live processes with one STREAM_INSTANCE_ID would take it from
+    // each other without end, unseen. The next poll reports it instead, fenced, for the loop's
+    // count of fencings (consumer-loop.ts, #sharedInstanceId), as librdkafka's fatal error is.
+    // Only an answer to the member id the consumer still has counts: one sent before the library's
+    // own rejoin is answered FENCED_INSTANCE_ID too (the rejoin replaced that id). (Its offset
+    // commits carry no instance id, and are answered UNKNOWN_MEMBER_ID.) Both requests take the
+    // member id as their fourth argument (connection, group, generation, member, instance, …).
+    for (const request of ["Heartbeat", "SyncGroup"]) wrapApi(this.#consumer, request, (api) => (...args: unknown[]) => {
       const callback = args.at(-1) as (error: unknown, response?: unknown) => void;
+      const sentAs = args[3];
       return api(...args.slice(0, -1), (error: unknown, response?: unknown) => {
-        if (error && !this.#closed) {
+        if (error && !this.#closed && sentAs === this.#consumer.memberId) {
           const sorted = classify(error, `${request} of group ${options.groupId}`);
           if (sorted.context.instanceFenced) {
             this.#error ??= new FvError(sorted.code, `${sorted.message}: the static member ${options.groupInstanceId} was fenced by another consumer that joined with the same group.instance.id; starting a fresh consumer`, { cause: error, context: sorted.context });

@@ -12,9 +12,12 @@
  * in each partition.
  */
 import { Admin as PltAdmin, describeProducersV0 } from "@platformatic/kafka";
-import { delay as sleep } from "../../async.ts";
+import { deadline, delay as sleep } from "../../async.ts";
 import type { CommitOffset, TopicPartition } from "../port.ts";
 import { findSymbol } from "./api-hook.ts";
+
+/** The most time one round of a MarkerCheck (metadata, then a DescribeProducers to each leader) may take. */
+const ROUND_MS = 2_000;
 
 /** One producer with state in a partition, as DescribeProducers lists it (currentTxnStartOffset -1: no transaction open). */
 export interface ActiveProducer {
@@ -61,12 +64,16 @@ export async function askLeaders(
       // deno-lint-ignore no-explicit-any
       (describeProducersV0.api as any)(connection, topics, (error: unknown, r: DescribeProducersResponse) => (error ? reject(error) : resolve(r)))
     );
+    const answered = new Set<string>();
     for (const t of response.topics) {
       for (const p of t.partitions) {
         const tp = { topic: t.name, partition: p.partitionIndex };
+        answered.add(`${tp.topic}\u0000${tp.partition}`);
         if (p.errorCode !== 0 || isOpen(tp, p.activeProducers)) open.push(tp);
       }
     }
+    // A partition the answer leaves out was not judged.
+    for (const tp of tps) if (!answered.has(`${tp.topic}\u0000${tp.partition}`)) open.push(tp);
   }));
   return open;
 }
@@ -82,8 +89,8 @@ export class MarkerCheck {
   readonly #admin: PltAdmin;
 
   constructor(brokers: string[], clientId: string) {
-    // No retries of its own: the caller polls, and a failed round counts as still open.
-    this.#admin = new PltAdmin({ clientId, bootstrapBrokers: brokers, retries: 0, timeout: 5_000 });
+    // No retries of its own, and short waits: the caller polls, and a failed round counts as still open.
+    this.#admin = new PltAdmin({ clientId, bootstrapBrokers: brokers, retries: 0, timeout: ROUND_MS, connectTimeout: ROUND_MS, requestTimeout: ROUND_MS });
   }
 
   /**
@@ -91,22 +98,29 @@ export class MarkerCheck {
    * landed) that still hold it open once `waitMs` has passed; [] as soon as none does. The
    * coordinator writes the markers after it answers EndTxn, so the first answers may still find
    * it open; each round asks again the partitions still open, with fresh metadata after a round
-   * that found any (a leader may have moved).
+   * that failed (a leader may have moved) and every few rounds. A round takes at most ROUND_MS,
+   * and the whole at most `waitMs` + ROUND_MS: what is unanswered by then counts as open.
    */
   async stillOpen(started: readonly CommitOffset[], waitMs: number): Promise<TopicPartition[]> {
     const until = Date.now() + waitMs;
     const startOf = new Map(started.map((s) => [`${s.topic}\u0000${s.partition}`, s.offset]));
     let asking: TopicPartition[] = started.map(({ topic, partition }) => ({ topic, partition }));
     let delay = 2;
+    let failed = false;
     for (let round = 0;; round++) {
+      const forceUpdate = failed || (round > 0 && round % 5 === 0);
       try {
-        const metadata = await this.#admin.metadata({ topics: [...new Set(asking.map((tp) => tp.topic))], forceUpdate: round > 0 });
-        asking = await askLeaders(this.#admin, metadata, asking, (tp, producers) => {
-          const start = startOf.get(`${tp.topic}\u0000${tp.partition}`);
-          return producers.some((p) => p.currentTxnStartOffset === start);
-        });
+        asking = await deadline((async () => {
+          const metadata = await this.#admin.metadata({ topics: [...new Set(asking.map((tp) => tp.topic))], forceUpdate });
+          return await askLeaders(this.#admin, metadata, asking, (tp, producers) => {
+            const start = startOf.get(`${tp.topic}\u0000${tp.partition}`);
+            return producers.some((p) => p.currentTxnStartOffset === start);
+          });
+        })(), Math.min(ROUND_MS, Math.max(1, until + ROUND_MS - Date.now())));
+        failed = false;
       } catch {
         // Unanswered: still open, as far as anyone here knows.
+        failed = true;
       }
       if (asking.length === 0 || Date.now() >= until) return asking;
       await sleep(Math.min(delay, Math.max(0, until - Date.now())));
