@@ -2,6 +2,7 @@
 import type * as Rd from "@confluentinc/kafka-javascript";
 import type { CommitOffset, OutboundRecord, Producer, Written } from "../port.ts";
 import { toBuffer } from "../shared.ts";
+import type { PartitionSet } from "../topic-partition.ts";
 import { classify, ERR } from "./errors.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
 
@@ -15,7 +16,7 @@ interface Delivery {
   /** The first offset delivered per partition, by "topic\u0000partition". */
   first: Map<string, CommitOffset>;
   /** Partitions with a record delivered without an offset (a retried batch the broker knew already: librdkafka takes DUPLICATE_SEQUENCE_NUMBER as delivered). */
-  noOffset: Set<string> | undefined;
+  noOffset: PartitionSet | undefined;
   resolve(): void;
   reject(error: unknown): void;
 }
@@ -26,7 +27,7 @@ interface Delivery {
  * first offset delivered per partition, also when the promise rejects (every report is in by then),
  * and `noOffset` the partitions where a record was delivered without one.
  */
-export async function produceAll(producer: Rd.Producer, records: OutboundRecord[], first = new Map<string, CommitOffset>(), noOffset?: Set<string>): Promise<Written> {
+export async function produceAll(producer: Rd.Producer, records: OutboundRecord[], first = new Map<string, CommitOffset>(), noOffset?: PartitionSet): Promise<Written> {
   if (records.length === 0) return [];
   await new Promise<void>((resolve, reject) => {
     const delivery: Delivery = { remaining: records.length, error: undefined, first, noOffset, resolve, reject };
@@ -63,7 +64,7 @@ export function onDelivery(err: Rd.LibrdKafkaError | undefined | null, report: R
     const key = `${report.topic}\u0000${report.partition}`;
     const seen = delivery.first.get(key);
     if (!seen || BigInt(report.offset) < seen.offset) delivery.first.set(key, { topic: report.topic, partition: report.partition, offset: BigInt(report.offset) });
-  } else delivery.noOffset?.add(`${report.topic}\u0000${report.partition}`);
+  } else delivery.noOffset?.add({ topic: report.topic, partition: report.partition });
   if (--delivery.remaining === 0) {
     if (delivery.error) delivery.reject(delivery.error);
     else delivery.resolve();

@@ -4,6 +4,7 @@ import { deadline, delay } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
 import { GroupMembers, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
+import { PartitionMap, PartitionSet } from "../topic-partition.ts";
 import type { ConfluentMember } from "./consumer.ts";
 import { classify, classifyTransactional, ERR } from "./errors.ts";
 import { TransactionLeftovers } from "../leftovers.ts";
@@ -55,20 +56,15 @@ const SENDS_SETTLE_MS = 5_000;
 
 /** What one transaction wrote, as its delivery reports tell it. */
 interface Writes {
-  /** Where its first record landed in each partition ("topic\u0000partition"). */
-  started: Map<string, CommitOffset>;
+  /** Where its first record landed in each partition. */
+  started: PartitionMap<CommitOffset>;
   /** Partitions where a record was delivered without an offset: where it starts there is not known. */
-  noOffset: Set<string>;
+  noOffset: PartitionSet;
   /** Its sends whose delivery reports are not all in yet. */
   sending: Set<Promise<unknown>>;
 }
 
-const newWrites = (): Writes => ({ started: new Map(), noOffset: new Set(), sending: new Set() });
-
-const partitionOfKey = (key: string): TopicPartition => {
-  const at = key.lastIndexOf("\u0000");
-  return { topic: key.slice(0, at), partition: Number(key.slice(at + 1)) };
-};
+const newWrites = (): Writes => ({ started: new PartitionMap(), noOffset: new PartitionSet(), sending: new Set() });
 
 /** The partitions of `started` (each with where the transaction that just ended starts there) that still hold it open. */
 export type StillOpen = (started: CommitOffset[]) => Promise<TopicPartition[]>;
@@ -198,15 +194,13 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     }
     const writes = this.#writes;
     const first = new Map<string, CommitOffset>();
-    const noOffset = new Set<string>();
     // Noted before the promise settles for anyone else: the check waits for `sending` to settle.
-    const sending = produceAll(this.#producer, records, first, noOffset).finally(() => {
+    const sending = produceAll(this.#producer, records, first, writes.noOffset).finally(() => {
       writes.sending.delete(sending);
-      for (const [key, o] of first) {
-        const seen = writes.started.get(key);
-        if (!seen || o.offset < seen.offset) writes.started.set(key, o);
+      for (const o of first.values()) {
+        const seen = writes.started.get(o);
+        if (!seen || o.offset < seen.offset) writes.started.set(o, o);
       }
-      for (const key of noOffset) writes.noOffset.add(key);
     });
     writes.sending.add(sending);
     try {
@@ -280,13 +274,13 @@ export class ConfluentTransactionalProducer implements TransactionalProducer {
     const answered = this.#leftovers.checking();
     this.#markers = (async () => {
       const settled = await deadline(Promise.allSettled([...writes.sending]).then(() => true), SENDS_SETTLE_MS).catch(() => false);
-      const unknown = new Set(writes.noOffset);
-      if (!settled) for (const key of writes.started.keys()) unknown.add(key);
-      const asked = [...writes.started].filter(([key]) => !unknown.has(key)).map(([, o]) => o);
-      const open = [...[...unknown].map(partitionOfKey), ...(asked.length ? await this.#stillOpen(asked) : [])];
+      const unknown = new PartitionSet(writes.noOffset);
+      if (!settled) for (const o of writes.started.values()) unknown.add(o);
+      const asked = writes.started.values().filter((o) => !unknown.has(o));
+      const open = [...unknown, ...(asked.length ? await this.#stillOpen(asked) : [])];
       if (open.length === 0) answered();
       return open;
-    })().catch(() => [...new Set([...writes.started.keys(), ...writes.noOffset])].map(partitionOfKey));
+    })().catch(() => [...new PartitionSet([...writes.started.values(), ...writes.noOffset])]);
   }
 
   /** Waits for the answer of #askMarkers: a partition still open keeps the leftovers owed (they are ended before any work). */

@@ -15,6 +15,7 @@ import { Admin as PltAdmin, describeProducersV0 } from "@platformatic/kafka";
 import { deadline, delay as sleep } from "../../async.ts";
 import type { CommitOffset, TopicPartition } from "../port.ts";
 import { findSymbol } from "./api-hook.ts";
+import { PartitionMap, PartitionSet } from "../topic-partition.ts";
 
 /** The most time one round of a MarkerCheck (metadata, then a DescribeProducers to each leader) may take. */
 const ROUND_MS = 2_000;
@@ -64,16 +65,16 @@ export async function askLeaders(
       // deno-lint-ignore no-explicit-any
       (describeProducersV0.api as any)(connection, topics, (error: unknown, r: DescribeProducersResponse) => (error ? reject(error) : resolve(r)))
     );
-    const answered = new Set<string>();
+    const answered = new PartitionSet();
     for (const t of response.topics) {
       for (const p of t.partitions) {
         const tp = { topic: t.name, partition: p.partitionIndex };
-        answered.add(`${tp.topic}\u0000${tp.partition}`);
+        answered.add(tp);
         if (p.errorCode !== 0 || isOpen(tp, p.activeProducers)) open.push(tp);
       }
     }
     // A partition the answer leaves out was not judged.
-    for (const tp of tps) if (!answered.has(`${tp.topic}\u0000${tp.partition}`)) open.push(tp);
+    for (const tp of tps) if (!answered.has(tp)) open.push(tp);
   }));
   return open;
 }
@@ -103,7 +104,8 @@ export class MarkerCheck {
    */
   async stillOpen(started: readonly CommitOffset[], waitMs: number): Promise<TopicPartition[]> {
     const until = Date.now() + waitMs;
-    const startOf = new Map(started.map((s) => [`${s.topic}\u0000${s.partition}`, s.offset]));
+    const startOf = new PartitionMap<bigint>();
+    for (const s of started) startOf.set(s, s.offset);
     let asking: TopicPartition[] = started.map(({ topic, partition }) => ({ topic, partition }));
     let delay = 2;
     let failed = false;
@@ -113,7 +115,7 @@ export class MarkerCheck {
         asking = await deadline((async () => {
           const metadata = await this.#admin.metadata({ topics: [...new Set(asking.map((tp) => tp.topic))], forceUpdate });
           return await askLeaders(this.#admin, metadata, asking, (tp, producers) => {
-            const start = startOf.get(`${tp.topic}\u0000${tp.partition}`);
+            const start = startOf.get(tp);
             return producers.some((p) => p.currentTxnStartOffset === start);
           });
         })(), Math.min(ROUND_MS, Math.max(1, until + ROUND_MS - Date.now())));
