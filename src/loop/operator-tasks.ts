@@ -4,7 +4,7 @@ import type { Row } from "../expr/index.ts";
 import { type StateRead, type StateWatches, watchKeyOf } from "./state-reads.ts";
 import type { Admin, InboundRecord, OutboundRecord, TopicPartition } from "../kafka/port.ts";
 import { PairMap, PartitionMap } from "../kafka/topic-partition.ts";
-import { type CacheStats, eventTimeOf, META_KEY, NO_OUTPUT, type Operator, type StateEntry, type StateSource } from "../ops/index.ts";
+import { type CacheStats, eventTimeOf, META_KEY, NO_OUTPUT, type Operator, RawState, type StateEntry, type StateSource } from "../ops/index.ts";
 import { delay } from "../async.ts";
 import type { Logger } from "../logger.ts";
 import type { Written } from "../kafka/port.ts";
@@ -477,11 +477,23 @@ export class OperatorTasks {
     for (const { stateKey, record } of latest) {
       let value: unknown;
       let text: string | null = null;
+      const entity = stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY;
+      // An entity's value goes to the operator unparsed: it parses it during op.restore, or (a
+      // windowed aggregate) when the entity is first needed. Without a store, not even decoded.
+      if (entity && !store && record.value !== null) {
+        apply(stateKey, new RawState(record.value, `${this.#options.stateTopic}[${partition}]@${record.offset}`));
+        continue;
+      }
       try {
         text = record.value === null ? null : decoder.decode(record.value);
         // Spilling: an entity's value goes into the store as text (parsed there), not into memory.
-        if (lazy && store && stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY) {
+        if (lazy && store && entity) {
           changes.push({ key: stateKey, value: text });
+          continue;
+        }
+        if (entity && text !== null) {
+          changes.push({ key: stateKey, value: text });
+          apply(stateKey, new RawState(text, `${this.#options.stateTopic}[${partition}]@${record.offset}`));
           continue;
         }
         value = text === null ? null : JSON.parse(text);

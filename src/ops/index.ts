@@ -33,6 +33,7 @@ export type {
 } from "./operator.ts";
 export { NO_OUTPUT, SNAPSHOT_VERSION } from "./operator.ts";
 export { META_KEY } from "./operator-state.ts";
+export { RawState } from "./state-values.ts";
 export { eventTimeOf, parseIsoTime } from "./event-time.ts";
 export type { AggregateDef, AggregateOp } from "./aggregates.ts";
 export type { StateStore } from "./state-store.ts";

@@ -7,7 +7,7 @@
 import { FvError } from "../errors.ts";
 import type { Row } from "../expr/index.ts";
 import { type Operator, type OperatorOutput, type OperatorSnapshot, SNAPSHOT_VERSION, type StateEntry } from "./operator.ts";
-import { assertJsonState, StateReader } from "./state-values.ts";
+import { assertJsonState, RawState, StateReader } from "./state-values.ts";
 
 /** One keyed unit of operator state (a window of a group, a session list, a buffered row ...). */
 export interface Entity {
@@ -36,6 +36,12 @@ export interface StateCodec<E extends Entity> {
   load(entities: E[]): void;
   /** Every live entity. */
   live(): Iterable<E>;
+  /**
+   * Optional: takes restored values not parsed yet (after `load`), each to be decoded when first
+   * needed; their sequence numbers are all below the restored meta's. Without it, or without a
+   * restored meta, every value is parsed and decoded during the restore.
+   */
+  loadUndecoded?(entries: ReadonlyArray<{ key: string; raw: RawState }>): void;
 }
 
 /** The changelog key of the operator's own bookkeeping: format version, watermark, sequence. */
@@ -62,6 +68,10 @@ export class OperatorState<E extends Entity> {
   #restoredList: E[] = [];
   #restoredSeq = 0;
   #restoredWatermark = -Infinity;
+  /** Whether a meta entry was restored (it carries the next sequence number, above every entity's). */
+  #restoredMeta = false;
+  /** Restored values not parsed yet, for a codec that decodes them on first use. */
+  #undecoded: Array<{ key: string; raw: RawState }> = [];
   #needsLoad = false;
   /** How many times drainChanges ran. */
   drains = 0;
@@ -78,6 +88,8 @@ export class OperatorState<E extends Entity> {
     if (!this.#needsLoad) return;
     this.#needsLoad = false;
     this.#codec.clear();
+    // Values the codec would decode on first use need the meta's sequence number (above theirs).
+    if (this.#undecoded.length && !this.#restoredMeta) this.#parseUndecoded(false);
     const entities = (this.#restoredList.length ? this.#restoredList : [...this.#restored.values()]).sort((a, b) => a.seq - b.seq);
     let seq = this.#restoredSeq;
     for (const entity of entities) {
@@ -85,6 +97,8 @@ export class OperatorState<E extends Entity> {
       if (entity.seq >= seq) seq = entity.seq + 1;
     }
     this.#codec.load(entities);
+    // Kept until begin(), like the restored entities: a restore after a read loads them all again.
+    if (this.#undecoded.length) this.#codec.loadUndecoded!(this.#undecoded);
     this.#seq = seq;
     this.watermark = this.#restoredWatermark;
     this.#dirty = [];
@@ -100,6 +114,7 @@ export class OperatorState<E extends Entity> {
     this.#started = true;
     this.#restored.clear();
     this.#restoredList = [];
+    this.#undecoded = [];
   }
 
   /** The next arrival sequence number. */
@@ -183,10 +198,20 @@ export class OperatorState<E extends Entity> {
       for (const entity of this.#restoredList) this.#restored.set(entity.key, entity);
       this.#restoredList = [];
     }
+    // Later entries may replace or delete these keys: decoded now, into the map.
+    if (!unique && this.#undecoded.length) this.#parseUndecoded(true);
+    const defer = unique && this.#codec.loadUndecoded !== undefined;
     for (const entry of entries) {
       const key = (entry as { key?: unknown })?.key;
       if (typeof key !== "string") throw new FvError("STATE_CORRUPTED", `${this.op}: a changelog entry has no string key`, { context: { op: this.op } });
-      const value = entry.value;
+      let value = entry.value;
+      if (value instanceof RawState) {
+        if (defer && key !== META_KEY) {
+          this.#undecoded.push({ key, raw: value });
+          continue;
+        }
+        value = value.parse();
+      }
       const reader = new StateReader(this.op, key);
       if (value === undefined) reader.fail("the value is missing (use null for a tombstone)");
       if (key === META_KEY) {
@@ -228,6 +253,8 @@ export class OperatorState<E extends Entity> {
       throw this.#badSnapshot("watermark must be a finite number or null");
     }
     this.#restored.clear();
+    this.#undecoded = [];
+    this.#restoredMeta = false;
     this.#restoredSeq = 0;
     this.#restoredWatermark = -Infinity;
     this.restore(s.entries);
@@ -238,7 +265,24 @@ export class OperatorState<E extends Entity> {
     return { v: META_VERSION, watermark: Number.isFinite(this.watermark) ? this.watermark : null, seq: this.#seq };
   }
 
+  /**
+   * Parses and decodes the values held for decoding on first use, as a restore without it would
+   * have: into the map when more entries are coming (they may replace or delete these keys), else
+   * with the list of the restore that held them (it had distinct keys).
+   */
+  #parseUndecoded(intoMap: boolean): void {
+    const held = this.#undecoded;
+    this.#undecoded = [];
+    for (const { key, raw } of held) {
+      const entity = this.#codec.decode(new StateReader(this.op, key), raw.parse());
+      if (entity.key !== key) new StateReader(this.op, key).fail(`the value belongs to key ${JSON.stringify(entity.key)}`);
+      if (intoMap) this.#restored.set(key, entity);
+      else this.#restoredList.push(entity);
+    }
+  }
+
   #restoreMeta(reader: StateReader, value: unknown): void {
+    this.#restoredMeta = value !== null;
     if (value === null) {
       this.#restoredSeq = 0;
       this.#restoredWatermark = -Infinity;

@@ -108,6 +108,35 @@ export function approxBytes(value: unknown): number {
   return bytes;
 }
 
+const utf8 = new TextDecoder();
+
+/**
+ * A restored state value still as the changelog record's bytes (or text): parsed when the operator
+ * first needs it. An operator that takes undecoded values (`StateCodec.loadUndecoded`) decodes
+ * each on first use; every other one gets it parsed during the restore.
+ */
+export class RawState {
+  /**
+   * @param source the record's value: bytes, or the text already decoded
+   * @param origin where it came from, for the error (`<topic>[<partition>]@<offset>`)
+   */
+  constructor(readonly source: Uint8Array | string, readonly origin: string) {}
+
+  /** The value; STATE_CORRUPTED naming the record when it is not JSON. */
+  parse(): unknown {
+    try {
+      return JSON.parse(typeof this.source === "string" ? this.source : utf8.decode(this.source));
+    } catch (error) {
+      throw new FvError("STATE_CORRUPTED", `state record ${this.origin} is not JSON`, { cause: error });
+    }
+  }
+
+  /** Bytes of text it takes, for state size estimates. */
+  get length(): number {
+    return this.source.length;
+  }
+}
+
 /** The STATE_CORRUPTED error for a restored entry whose value does not have the expected shape. */
 export function corrupted(op: string, key: string, why: string): FvError {
   return new FvError("STATE_CORRUPTED", `${op}: cannot restore state key ${JSON.stringify(key)}: ${why}`, { context: { op, key } });

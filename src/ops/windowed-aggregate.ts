@@ -7,7 +7,7 @@ import { type CacheStats, type CompiledOperator, NO_OUTPUT, type OperatorContext
 import { OperatorState, StatefulOperator } from "./operator-state.ts";
 import { SlidingAggregate } from "./sliding-aggregate.ts";
 import { Spill, type SpillEntity } from "./spill.ts";
-import { StateReader } from "./state-values.ts";
+import { type RawState, StateReader } from "./state-values.ts";
 import { allowedLatenessMs, checkDistinctColumns, emitMode, checkInputs, groupBy, groupByColumns, groupedOperator, invalidStep, milliseconds, timeColumn } from "./step-fields.ts";
 import { hoppingStarts, tumblingStart } from "./time-windows.ts";
 
@@ -83,6 +83,9 @@ interface Window extends SpillEntity {
   readonly acc: Slots;
 }
 
+/** About what a window not decoded yet takes once it is (its text, twice), for stateSize. */
+const heldBytes = (key: string, raw: RawState) => 96 + 2 * key.length + 2 * raw.length;
+
 class WindowedAggregate extends StatefulOperator<Window> {
   readonly #c: WindowConfig;
   protected readonly state: OperatorState<Window>;
@@ -108,6 +111,19 @@ class WindowedAggregate extends StatefulOperator<Window> {
    * their tombstones are written).
    */
   readonly #firing = new Map<number, { after: string | undefined; fromMemory: Set<string> }>();
+  /**
+   * Restored windows not decoded yet, by start, then by key (a restore from the changelog hands
+   * them over as the records' bytes): each is decoded when first needed, by a row, its firing, a
+   * read or a snapshot. They count in #count and their ends are in #ends.
+   */
+  readonly #undecoded = new Map<number, Map<string, RawState>>();
+  /**
+   * Ends with windows from #undecoded: their windows go out (and into snapshots) in arrival
+   * order, as a restore that decoded everything would have them, whichever was decoded first.
+   */
+  readonly #unsorted = new Set<number>();
+  /** About what the windows in #undecoded take once decoded (their text, twice), kept as they come and go. */
+  #undecodedBytes = 0;
 
   constructor(config: WindowConfig) {
     super();
@@ -120,11 +136,18 @@ class WindowedAggregate extends StatefulOperator<Window> {
         this.#byEnd.clear();
         this.#ends = [];
         this.#count = 0;
+        this.#undecoded.clear();
+        this.#unsorted.clear();
+        this.#undecodedBytes = 0;
       },
       load: (windows) => {
         for (const w of windows) this.#insert(w);
       },
-      live: () => this.#spill === undefined ? this.#live() : [...this.#live(), ...this.#stored()],
+      loadUndecoded: (entries) => this.#loadUndecoded(entries),
+      live: () => {
+        this.#decodeAll();
+        return this.#spill === undefined ? this.#live() : [...this.#live(), ...this.#stored()];
+      },
     });
   }
 
@@ -166,6 +189,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
     let fired = 0;
     while (fired < this.#ends.length && this.#ends[fired]! <= watermark) {
       const end = this.#ends[fired++]!;
+      if (this.#unsorted.has(end)) this.#settle(end);
       const windows = this.#byEnd.get(end)!;
       this.#byEnd.delete(end);
       // Spilling: the store may hold these windows too (until their tombstones are written).
@@ -192,8 +216,12 @@ class WindowedAggregate extends StatefulOperator<Window> {
     this.state.ready();
     const id = this.#c.group.idOf(group);
     const found: Window[] = [];
+    let text: string | undefined;
     for (const end of this.#ends) {
-      const w = this.#byEnd.get(end)!.get(id);
+      const windows = this.#byEnd.get(end)!;
+      let w = windows.get(id);
+      const held = w === undefined ? this.#undecoded.get(end - this.#c.sizeMs) : undefined;
+      if (held !== undefined) w = this.#take(end - this.#c.sizeMs, held, `w:${end - this.#c.sizeMs}:${(text ??= this.#c.group.textOf(group))}`, windows);
       if (w !== undefined) found.push(w);
     }
     // Spilling: the group's windows of stored starts that are not in memory.
@@ -211,6 +239,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   *groups(): Iterable<readonly unknown[]> {
     this.state.ready();
+    this.#decodeAll();
     const seen = new Set<unknown>();
     for (const w of this.#live()) {
       if (seen.has(w.id)) continue;
@@ -242,6 +271,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
         if (spill !== undefined && !spill.isStored(w)) unstored++;
       }
     }
+    bytes += this.#undecodedBytes;
     return { keys: spill === undefined ? this.#count : spill.source.keys + unstored, bytes };
   }
 
@@ -270,6 +300,10 @@ class WindowedAggregate extends StatefulOperator<Window> {
     let windows = this.#byEnd.get(end);
     if (windows === undefined) windows = this.#openEnd(end);
     let w = windows.get(id);
+    if (w === undefined && this.#undecoded.size > 0) {
+      const held = this.#undecoded.get(start);
+      if (held !== undefined) w = this.#take(start, held, `w:${start}:${this.#c.group.textOf(this.#c.group.values(row))}`, windows);
+    }
     if (w === undefined && this.#spill !== undefined && this.#coldStarts.has(start)) {
       w = this.#fetch(start, this.#c.group.values(row));
       if (w !== undefined) windows.set(id, w), this.#count++;
@@ -301,6 +335,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   spill(source: StateSource, cacheKeys: number): boolean {
     this.state.ready();
+    this.#decodeAll();
     this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
     // Every window start the store holds, one cursor seek per start (keys sort by start's text).
@@ -362,6 +397,62 @@ class WindowedAggregate extends StatefulOperator<Window> {
       this.#coldStarts.delete(start);
       this.#firing.delete(start);
     }
+  }
+
+  /** Restored windows handed over undecoded: indexed by the start in their key, decoded on first use. */
+  #loadUndecoded(entries: ReadonlyArray<{ key: string; raw: RawState }>): void {
+    for (const { key, raw } of entries) {
+      const colon = key.indexOf(":", 2);
+      const start = colon > 2 && key.startsWith("w:") ? Number(key.slice(2, colon)) : NaN;
+      if (!Number.isFinite(start)) new StateReader(OP, key).fail("the key is not w:<start>:<group>");
+      // What the window's own decode checks: caught at the restore, as when every value is decoded.
+      if (tumblingStart(start, this.#c.slideMs) !== start) {
+        new StateReader(OP, key).fail(`window start ${start} is not a multiple of slideMs ${this.#c.slideMs}: was the step's windowMs or slideMs changed?`);
+      }
+      let held = this.#undecoded.get(start);
+      if (held === undefined) {
+        this.#undecoded.set(start, (held = new Map()));
+        const end = start + this.#c.sizeMs;
+        if (!this.#byEnd.has(end)) this.#openEnd(end);
+        this.#unsorted.add(end);
+      }
+      const before = held.get(key);
+      if (before === undefined) this.#count++;
+      else this.#undecodedBytes -= heldBytes(key, before);
+      held.set(key, raw);
+      this.#undecodedBytes += heldBytes(key, raw);
+    }
+  }
+
+  /** The held window of `key` (start `start`), decoded into `windows`; undefined when none is held. */
+  #take(start: number, held: Map<string, RawState>, key: string, windows: Map<unknown, Window>): Window | undefined {
+    const raw = held.get(key);
+    if (raw === undefined) return undefined;
+    held.delete(key);
+    this.#undecodedBytes -= heldBytes(key, raw);
+    if (held.size === 0) this.#undecoded.delete(start);
+    const r = new StateReader(OP, key);
+    const w = this.#decode(r, raw.parse());
+    if (w.key !== key) r.fail(`the value belongs to key ${JSON.stringify(w.key)}`);
+    windows.set(w.id, w);
+    return w;
+  }
+
+  /** The windows of `end` all decoded, in arrival order. */
+  #settle(end: number): void {
+    const start = end - this.#c.sizeMs;
+    const windows = this.#byEnd.get(end)!;
+    const held = this.#undecoded.get(start);
+    if (held !== undefined) for (const key of [...held.keys()]) this.#take(start, held, key, windows);
+    const sorted = [...windows.values()].sort((a, b) => a.seq - b.seq);
+    windows.clear();
+    for (const w of sorted) windows.set(w.id, w);
+    this.#unsorted.delete(end);
+  }
+
+  /** Every held window decoded (a snapshot, a walk over all groups). */
+  #decodeAll(): void {
+    for (const end of [...this.#unsorted]) this.#settle(end);
   }
 
   #openEnd(end: number): Map<unknown, Window> {

@@ -21,10 +21,10 @@ const asRead = (records: OutboundRecord[]): InboundRecord[] =>
     value: typeof r.value === "string" ? encoder.encode(r.value) : r.value,
   }));
 
-function tasksOver(changelog: InboundRecord[]): OperatorTasks {
+function tasksOver(changelog: InboundRecord[], of = stage): OperatorTasks {
   const admin = { readPartition: async () => changelog } as unknown as Admin;
-  const tasks = new OperatorTasks([stage], admin, options, emptyCounters());
-  tasks.setStageTopics(stage, ["in"]);
+  const tasks = new OperatorTasks([of], admin, options, emptyCounters());
+  tasks.setStageTopics(of, ["in"]);
   return tasks;
 }
 
@@ -58,18 +58,58 @@ describe("a state restore from a changelog not yet compacted", () => {
     expect(restored.op.stateSize().keys).toBe(3);
   });
 
-  test("a last version that is not JSON is corrupted state, named by its offset", async () => {
-    const writer = tasksOver([]);
-    const task = await writer.task(stage, 0);
-    const { record, row: r } = row("a", 0);
-    writer.process(task, record, r, 0);
+  /** A changelog of one row per key into `of`'s operator, with the last version of `corrupt`'s entity replaced by text that is not JSON; and that record's offset. */
+  async function corruptedLog(of: typeof stage, keys: string[], corrupt: string): Promise<{ log: InboundRecord[]; at: number }> {
+    const writer = tasksOver([], of);
+    const task = await writer.task(of, 0);
+    keys.forEach((key, i) => {
+      const { record, row: r } = row(key, i);
+      writer.process(task, record, r, 0);
+    });
     const log = writer.drainChangelog();
-    const entry = log.findIndex((x) => String(x.key).startsWith("0/") && !String(x.key).includes("\u0000"));
-    log[entry] = { ...log[entry]!, value: "{not json" };
-    const error = await tasksOver(asRead(log)).task(stage, 0).catch((e: unknown) => e);
+    const at = log.findIndex((x) => String(x.key).startsWith("0/") && String(x.key).includes(`"${corrupt}"`));
+    expect(at).toBeGreaterThanOrEqual(0);
+    log[at] = { ...log[at]!, value: "{not json" };
+    return { log: asRead(log), at };
+  }
+
+  test("an operator that decodes during the restore: a last version that is not JSON is corrupted state, named by its offset", async () => {
+    const lastN = compileTopology({ stages: [{ inputs: ["in"], output: "out", steps: [{ op: "lastN", timeColumn: "ts", n: 3, groupBy: ["key"] }] }] }).stages[0]!;
+    const { log, at } = await corruptedLog(lastN, ["a", "b"], "a");
+    const error = await tasksOver(log, lastN).task(lastN, 0).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(FvError);
     expect((error as FvError).code).toBe("STATE_CORRUPTED");
-    expect((error as FvError).message).toContain(`fv-state-x[0]@${entry}`);
+    expect((error as FvError).message).toBe(`state record fv-state-x[0]@${at} is not JSON`);
+  });
+
+  // A windowed aggregate's restored windows stay as the records' bytes until first needed (the
+  // restore reads only their keys): a corrupt one is found then, before anything of it is used.
+  test("a windowed aggregate: a last version that is not JSON is corrupted state, named by its offset, at the first row of its window", async () => {
+    const { log, at } = await corruptedLog(stage, ["a", "b"], "a");
+    const tasks = tasksOver(log);
+    const task = await tasks.task(stage, 0);
+    expect(task.op.stateKeys()).toBe(2);
+    const b = row("b", 10);
+    expect(tasks.process(task, b.record, b.row, 0).skipped).toBe(false);
+    const a = row("a", 11);
+    const error = (() => {
+      try {
+        tasks.process(task, a.record, a.row, 0);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(FvError);
+    expect((error as FvError).code).toBe("STATE_CORRUPTED");
+    expect((error as FvError).message).toBe(`state record fv-state-x[0]@${at} is not JSON`);
+  });
+
+  test("a windowed aggregate: a last version that is not JSON is corrupted state at its window's firing, and at a snapshot", async () => {
+    const { log, at } = await corruptedLog(stage, ["a", "b"], "a");
+    const task = await tasksOver(log).task(stage, 0);
+    expect(() => task.op.advance(T0 + 2 * MINUTE)).toThrow(`state record fv-state-x[0]@${at} is not JSON`);
+    const again = await tasksOver(log).task(stage, 0);
+    expect(() => again.op.snapshot()).toThrow(`state record fv-state-x[0]@${at} is not JSON`);
   });
 });
 
