@@ -37,9 +37,10 @@ export interface StateCodec<E extends Entity> {
   /** Every live entity. */
   live(): Iterable<E>;
   /**
-   * Optional: takes restored values not parsed yet (after `load`), each to be decoded when first
-   * needed; their sequence numbers are all below the restored meta's. Without it, or without a
-   * restored meta, every value is parsed and decoded during the restore.
+   * Optional: takes restored values not parsed yet (after `load`; distinct keys, none of them
+   * loaded), each to be decoded when first needed; their sequence numbers are all below the
+   * restored meta's. Without it, or without a restored meta, every value is parsed and decoded
+   * during the restore.
    */
   loadUndecoded?(entries: ReadonlyArray<{ key: string; raw: RawState }>): void;
 }

@@ -399,29 +399,35 @@ class WindowedAggregate extends StatefulOperator<Window> {
     }
   }
 
-  /** Restored windows handed over undecoded: indexed by the start in their key, decoded on first use. */
+  /** Restored windows handed over undecoded (distinct keys): indexed by the start in their key, decoded on first use. */
   #loadUndecoded(entries: ReadonlyArray<{ key: string; raw: RawState }>): void {
+    // Keys of one start come in runs: its prefix is parsed and checked once per run.
+    let prefix = "";
+    let held: Map<string, RawState> | undefined;
+    let bytes = 0;
     for (const { key, raw } of entries) {
-      const colon = key.indexOf(":", 2);
-      const start = colon > 2 && key.startsWith("w:") ? Number(key.slice(2, colon)) : NaN;
-      if (!Number.isFinite(start)) new StateReader(OP, key).fail("the key is not w:<start>:<group>");
-      // What the window's own decode checks: caught at the restore, as when every value is decoded.
-      if (tumblingStart(start, this.#c.slideMs) !== start) {
-        new StateReader(OP, key).fail(`window start ${start} is not a multiple of slideMs ${this.#c.slideMs}: was the step's windowMs or slideMs changed?`);
+      if (held === undefined || !key.startsWith(prefix)) {
+        const colon = key.indexOf(":", 2);
+        const start = colon > 2 && key.startsWith("w:") ? Number(key.slice(2, colon)) : NaN;
+        if (!Number.isFinite(start)) new StateReader(OP, key).fail("the key is not w:<start>:<group>");
+        // What the window's own decode checks: caught at the restore, as when every value is decoded.
+        if (tumblingStart(start, this.#c.slideMs) !== start) {
+          new StateReader(OP, key).fail(`window start ${start} is not a multiple of slideMs ${this.#c.slideMs}: was the step's windowMs or slideMs changed?`);
+        }
+        prefix = key.slice(0, colon + 1);
+        held = this.#undecoded.get(start);
+        if (held === undefined) {
+          this.#undecoded.set(start, (held = new Map()));
+          const end = start + this.#c.sizeMs;
+          if (!this.#byEnd.has(end)) this.#openEnd(end);
+          this.#unsorted.add(end);
+        }
       }
-      let held = this.#undecoded.get(start);
-      if (held === undefined) {
-        this.#undecoded.set(start, (held = new Map()));
-        const end = start + this.#c.sizeMs;
-        if (!this.#byEnd.has(end)) this.#openEnd(end);
-        this.#unsorted.add(end);
-      }
-      const before = held.get(key);
-      if (before === undefined) this.#count++;
-      else this.#undecodedBytes -= heldBytes(key, before);
       held.set(key, raw);
-      this.#undecodedBytes += heldBytes(key, raw);
+      bytes += heldBytes(key, raw);
     }
+    this.#count += entries.length;
+    this.#undecodedBytes += bytes;
   }
 
   /** The held window of `key` (start `start`), decoded into `windows`; undefined when none is held. */
