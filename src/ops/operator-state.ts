@@ -42,7 +42,7 @@ export interface StateCodec<E extends Entity> {
    * restored meta's. Without it, or without a restored meta, every value is parsed and decoded
    * during the restore.
    */
-  loadUndecoded?(entries: ReadonlyArray<{ key: string; raw: RawState }>): void;
+  loadUndecoded?(entries: ReadonlyArray<{ readonly key: string; readonly value: RawState }>): void;
 }
 
 /** The changelog key of the operator's own bookkeeping: format version, watermark, sequence. */
@@ -72,7 +72,7 @@ export class OperatorState<E extends Entity> {
   /** Whether a meta entry was restored (it carries the next sequence number, above every entity's). */
   #restoredMeta = false;
   /** Restored values not parsed yet, for a codec that decodes them on first use. */
-  #undecoded: Array<{ key: string; raw: RawState }> = [];
+  #undecoded: Array<{ readonly key: string; readonly value: RawState }> = [];
   #needsLoad = false;
   /** How many times drainChanges ran. */
   drains = 0;
@@ -208,7 +208,7 @@ export class OperatorState<E extends Entity> {
       let value = entry.value;
       if (value instanceof RawState) {
         if (defer && key !== META_KEY) {
-          this.#undecoded.push({ key, raw: value });
+          this.#undecoded.push(entry as { key: string; value: RawState });
           continue;
         }
         value = value.parse();
@@ -274,8 +274,8 @@ export class OperatorState<E extends Entity> {
   #parseUndecoded(intoMap: boolean): void {
     const held = this.#undecoded;
     this.#undecoded = [];
-    for (const { key, raw } of held) {
-      const entity = this.#codec.decode(new StateReader(this.op, key), raw.parse());
+    for (const { key, value } of held) {
+      const entity = this.#codec.decode(new StateReader(this.op, key), value.parse());
       if (entity.key !== key) new StateReader(this.op, key).fail(`the value belongs to key ${JSON.stringify(entity.key)}`);
       if (intoMap) this.#restored.set(key, entity);
       else this.#restoredList.push(entity);

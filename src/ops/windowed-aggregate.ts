@@ -400,12 +400,12 @@ class WindowedAggregate extends StatefulOperator<Window> {
   }
 
   /** Restored windows handed over undecoded (distinct keys): indexed by the start in their key, decoded on first use. */
-  #loadUndecoded(entries: ReadonlyArray<{ key: string; raw: RawState }>): void {
+  #loadUndecoded(entries: ReadonlyArray<{ readonly key: string; readonly value: RawState }>): void {
     // Keys of one start come in runs: its prefix is parsed and checked once per run.
     let prefix = "";
     let held: Map<string, RawState> | undefined;
     let bytes = 0;
-    for (const { key, raw } of entries) {
+    for (const { key, value: raw } of entries) {
       if (held === undefined || !key.startsWith(prefix)) {
         const colon = key.indexOf(":", 2);
         const start = colon > 2 && key.startsWith("w:") ? Number(key.slice(2, colon)) : NaN;
