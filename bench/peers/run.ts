@@ -71,6 +71,8 @@ interface Engine {
   command(spec: RunSpec): { argv: string[]; env?: Record<string, string> };
   /** Why this engine cannot run on this machine; it is then left out, and the table says so. */
   unavailable?: string;
+  /** Runs only when BENCH_ENGINES names it (the full run's 30-minute budget has no room for it). */
+  optIn?: boolean;
 }
 
 interface RunSpec {
@@ -87,7 +89,7 @@ const ADDON = existsSync(join(ROOT, "node_modules/.fv-librdkafka")) ? readFileSy
 const NODE_MAIN = "dist/runtime/cli/main.js";
 
 /** fv-streams on one runtime. `argv` starts the CLI; the pipeline file is appended. */
-const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Record<string, string>; unavailable?: string }> = [
+const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Record<string, string>; unavailable?: string; optIn?: boolean }> = [
   { id: "bun", label: "Bun", argv: [bin("bun"), "runtime/cli/main.ts", "run"] },
   { id: "deno", label: "Deno", argv: [bin("deno"), "run", "-A", "runtime/cli/main.ts", "run"] },
   // Node 20 runs the tsc build (npm run bench:peers builds it), with the librdkafka adapter
@@ -98,6 +100,15 @@ const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Recor
     env: { STREAM_KAFKA_CLIENT: "confluent" },
     unavailable: !ADDON.startsWith("yes:") ? `the librdkafka addon is not available (${ADDON.replace(/^no: /, "")})`
       : !existsSync(join(ROOT, NODE_MAIN)) ? `${NODE_MAIN} is missing (npm run build)` : undefined,
+  },
+  // Node with the pure-JS client, as on Bun and Deno: opt in with BENCH_ENGINES=fv-node-pjs-alos,fv-node-pjs-eos
+  {
+    id: "node-pjs",
+    label: "Node + pure-JS",
+    argv: ["node", NODE_MAIN, "run"],
+    env: { STREAM_KAFKA_CLIENT: "platformatic" },
+    unavailable: !existsSync(join(ROOT, NODE_MAIN)) ? `${NODE_MAIN} is missing (npm run build)` : undefined,
+    optIn: true,
   },
 ];
 
@@ -115,13 +126,14 @@ const ENGINES: Engine[] = [
     workloads: ["stateless", "stateful", "hop", "compute"],
     command: (s) => ({ argv: java(KS_HEAP, "dev.fvstreams.bench.Main", ["streams", s.workload, g, s.input, s.output, `${s.name}-app`]), env: { BENCH_COMMIT_MS: COMMIT_MS } }),
   })),
-  ...fvRuntimes.flatMap(({ id, label, argv, env, unavailable }) =>
+  ...fvRuntimes.flatMap(({ id, label, argv, env, unavailable, optIn }) =>
     (["alos", "eos"] as const).map((g): Engine => ({
       id: `fv-${id}-${g}`,
       label: `fv-streams ${label}`,
       guarantee: g,
       workloads: ["stateless", "stateful", "hop", "compute"],
       unavailable,
+      optIn,
       command: (s) => ({
         argv: [...argv, pipelineFile(s)],
         env: {
@@ -139,11 +151,11 @@ const ENGINES: Engine[] = [
   ),
 ];
 const selected = process.env.BENCH_ENGINES ? process.env.BENCH_ENGINES.split(",") : undefined;
-const engines = ENGINES.filter((e) => (!selected || selected.includes(e.id)) && !e.unavailable);
+const engines = ENGINES.filter((e) => (selected ? selected.includes(e.id) : !e.optIn) && !e.unavailable);
 /** Notes under the table: engines left out, rounds or passes skipped. */
 const skipped: string[] = [];
 // one line per runtime: its at-least-once and exactly-once engines share the label and the reason
-for (const [label, why] of new Map(ENGINES.filter((e) => e.unavailable && (!selected || selected.includes(e.id))).map((e) => [e.label, e.unavailable!]))) {
+for (const [label, why] of new Map(ENGINES.filter((e) => e.unavailable && (selected ? selected.includes(e.id) : !e.optIn)).map((e) => [e.label, e.unavailable!]))) {
   skipped.push(`${label} left out: ${why}`);
   console.log(`${label}: SKIPPED, ${why}`);
 }

@@ -5,7 +5,7 @@
  * without the addon.
  */
 import { describe, expect, test } from "bun:test";
-import { classify, classifyConsumer, classifyTransactional, ERR, topicAlreadyExists } from "../../src/kafka/confluent/errors.ts";
+import { classify, classifyConsumer, classifyTransactional, ERR, fatalEvent, topicAlreadyExists } from "../../src/kafka/confluent/errors.ts";
 
 const librdkafkaError = (code: number, message: string, flags: { isFatal?: boolean; isRetriable?: boolean; isTxnRequiresAbort?: boolean } = {}) =>
   Object.assign(new Error(message), { code, errno: code, origin: code < 0 ? "local" : "kafka", ...flags });
@@ -37,6 +37,32 @@ describe("the confluent adapter sorts library errors by their code and flags", (
     expect(classifyTransactional(librdkafkaError(-152, "Local: Purged in queue"), "x").code).toBe("KAFKA_RETRYABLE");
     expect(classifyTransactional(librdkafkaError(29, "Broker: Topic authorization failed"), "x").code).toBe("KAFKA_FATAL");
     expect(classifyTransactional(librdkafkaError(ERR.FENCED, "Producer fenced", { isFatal: true }), "x").code).toBe("KAFKA_FENCED");
+  });
+
+  // The binding's "event.error" is built from librdkafka's text alone (Nan::Error(err2str(...)))
+  // and LibrdKafkaError.create turns "Local: Fatal error" into code -1, message "fatal error". The
+  // batch consume can drop the fatal error itself (an error after records in one call), so this
+  // copy is the one a fenced static member may get: ignored, it read nothing and heard nothing
+  // until the stall watchdog restarted it 15 s later.
+  test("the binding's event error for librdkafka's fatal error is known by its text, and sorts as the consume path's -150", () => {
+    const event = Object.assign(new Error("fatal error"), { code: -1, errno: -1, origin: "local" });
+    const fatal = fatalEvent(event)!;
+    expect(fatal).toBeDefined();
+    expect(fatal.cause).toBe(event);
+    const sorted = classifyConsumer(fatal, "fetching", "pod-7-0");
+    expect(sorted.code).toBe("KAFKA_FENCED");
+    expect(sorted.message).toBe("fetching failed: Local: Fatal error (librdkafka -150): the static member pod-7-0 was fenced by another consumer that joined with the same group.instance.id; starting a fresh consumer");
+    expect(sorted.context).toEqual({ instanceFenced: true });
+    // Without an instance id it stays fatal, as on the consume path.
+    expect(classifyConsumer(fatal, "fetching", undefined).code).toBe("KAFKA_FATAL");
+    // Flagged or coded fatal errors are taken as they are; other event errors are not fatal.
+    const flagged = librdkafkaError(ERR.FENCED_INSTANCE_ID, "Broker: Static consumer fenced by other consumer with same group.instance.id", { isFatal: true });
+    expect(fatalEvent(flagged)).toBe(flagged);
+    expect(fatalEvent(librdkafkaError(ERR.FATAL, "Local: Fatal error"))?.message).toBe("Local: Fatal error");
+    for (const text of ["broker transport failure", "all broker connections are down", "Local: Broker transport failure", "not fatal error"]) {
+      expect(fatalEvent(Object.assign(new Error(text), { code: -1, errno: -1, origin: "local" }))).toBeUndefined();
+    }
+    expect(fatalEvent(undefined)).toBeUndefined();
   });
 
   // Node + librdkafka soak, seed 101: a static member fenced 2 s after the broker came back ended FAILED.

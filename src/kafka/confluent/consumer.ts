@@ -10,7 +10,7 @@ import { FvError } from "../../errors.ts";
 import type { CommitOffset, ConsumerOptions, GroupConsumer, GroupMetadata, InboundRecord, TopicPartition } from "../port.ts";
 import { type GroupMembers, HEARTBEAT_INTERVAL_MS, InFlight, OwnedPartitions, partitionKey, SESSION_TIMEOUT_MS, settleRebalanceHook } from "../shared.ts";
 import { latestOffsets } from "./admin.ts";
-import { classify, classifyConsumer, ERR } from "./errors.ts";
+import { classify, classifyConsumer, ERR, fatalEvent } from "./errors.ts";
 import { call, connect, disconnect, extras, FETCH_MAX_WAIT_MS, type Library, toInbound } from "./library.ts";
 
 /**
@@ -181,8 +181,10 @@ export class ConfluentConsumer implements GroupConsumer {
     const consumer = this.#consumer;
     this.#member = { consumer, generation: () => this.#assignments };
     this.#consumer.on("event.error", (error) => {
-      // Transport errors are retried inside librdkafka; only fatal ones end the session.
-      if ((error as Rd.LibrdKafkaError).isFatal) this.#error ??= error;
+      // Transport errors are retried inside librdkafka; only fatal ones end the session. A fatal
+      // one is heard here too: the batch consume can drop it (fatalEvent).
+      const fatal = fatalEvent(error);
+      if (fatal) this.#error ??= fatal;
     });
   }
 

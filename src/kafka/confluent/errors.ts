@@ -111,5 +111,30 @@ export function classifyConsumer(error: unknown, what: string, groupInstanceId: 
   return new FvError("KAFKA_FENCED", `${sorted.message}: the static member ${groupInstanceId} was fenced by another consumer that joined with the same group.instance.id; starting a fresh consumer`, { cause: error, context: { instanceFenced: true } });
 }
 
+/** What librdkafka's err2str gives for -150 (ERR__FATAL), as the binding's LibrdKafkaError keeps it (the part after "Local: ", lower case). */
+const FATAL_TEXT = "fatal error";
+
+/**
+ * The binding's "event.error" when it is librdkafka's fatal error, as an error with code -150 that
+ * `classifyConsumer` sorts like the consume path's own; undefined for any other event error.
+ *
+ * A consumer's fatal error (a static member fenced by another consumer with the same instance id)
+ * reaches the application once through the consumer's queue, and the binding's batch consume
+ * (KafkaConsumerConsumeNum in its src/workers.cc) drops an error that comes after records in the
+ * same call. Then the only word of it is the "event.error", which the binding builds from text
+ * alone (`Nan::Error(err2str(event.err()))`, src/callbacks.cc): no code and no `isFatal`, and
+ * LibrdKafkaError.create makes that code -1 with the message "fatal error". The member otherwise
+ * got no record and no error until the stall watchdog restarted it after 15 s (Node + librdkafka,
+ * the static member integration test, 1 run in about 100).
+ */
+export function fatalEvent(error: unknown): Error | undefined {
+  // deno-lint-ignore no-explicit-any
+  const e = error as any;
+  if (e?.isFatal === true || e?.code === ERR.FATAL) return error as Error;
+  const text = typeof e?.message === "string" ? e.message.toLowerCase() : "";
+  if (text !== FATAL_TEXT && text !== `local: ${FATAL_TEXT}`) return undefined;
+  return Object.assign(new Error("Local: Fatal error", { cause: error }), { code: ERR.FATAL, errno: ERR.FATAL, origin: "local", isFatal: true });
+}
+
 /** The broker's TOPIC_ALREADY_EXISTS (36): another process created the topic first. */
 export const topicAlreadyExists = (error: unknown): boolean => (error as { code?: unknown } | null | undefined)?.code === ERR.TOPIC_ALREADY_EXISTS;
