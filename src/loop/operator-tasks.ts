@@ -148,6 +148,9 @@ export interface StateSize {
   cache?: CacheStats;
 }
 
+/** The bytes, copied out of whatever buffer they are a view of (Uint8Array's slice copies; a Buffer's is a view). */
+const copyOf = (bytes: Uint8Array): Uint8Array => Uint8Array.prototype.slice.call(bytes);
+
 /** A local store as a spilling operator's source: its `keys` count the operator's entities, not the bookkeeping. */
 function entitySource(store: LocalStateStore): StateSource {
   const source = store.source();
@@ -479,9 +482,10 @@ export class OperatorTasks {
       let text: string | null = null;
       const entity = stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY;
       // An entity's value goes to the operator unparsed: it parses it during op.restore, or (a
-      // windowed aggregate) when the entity is first needed. Without a store, not even decoded.
+      // windowed aggregate) when the entity is first needed. Without a store, not even decoded;
+      // a copy, as a view would keep its whole fetch response (up to 4 MB) alive until then.
       if (entity && !store && record.value !== null) {
-        apply(stateKey, new RawState(record.value, `${this.#options.stateTopic}[${partition}]@${record.offset}`));
+        apply(stateKey, new RawState(copyOf(record.value), `${this.#options.stateTopic}[${partition}]@${record.offset}`));
         continue;
       }
       try {

@@ -194,7 +194,7 @@ export class OperatorState<E extends Entity> {
   restore(entries: Iterable<StateEntry>, options: { unique?: boolean } = {}): void {
     this.#checkNotStarted("restore");
     // Distinct keys into an empty state (a local store's entries): a list, not a map of a million keys.
-    const unique = options.unique === true && this.#restored.size === 0 && this.#restoredList.length === 0;
+    const unique = options.unique === true && this.#restored.size === 0 && this.#restoredList.length === 0 && this.#undecoded.length === 0;
     if (!unique && this.#restoredList.length) {
       for (const entity of this.#restoredList) this.#restored.set(entity.key, entity);
       this.#restoredList = [];
@@ -254,6 +254,7 @@ export class OperatorState<E extends Entity> {
       throw this.#badSnapshot("watermark must be a finite number or null");
     }
     this.#restored.clear();
+    this.#restoredList = [];
     this.#undecoded = [];
     this.#restoredMeta = false;
     this.#restoredSeq = 0;

@@ -183,13 +183,18 @@ class WindowedAggregate extends StatefulOperator<Window> {
   advance(watermark: number): Row[] {
     this.state.begin();
     const spill = this.#spill;
+    // Restored windows of the ends due decoded first: one that does not decode fails the call
+    // before anything changes (the watermark included).
+    if (this.#unsorted.size > 0) {
+      const due = watermark === Number.POSITIVE_INFINITY ? Number.MAX_VALUE : watermark;
+      for (let i = 0; i < this.#ends.length && this.#ends[i]! <= due; i++) if (this.#unsorted.has(this.#ends[i]!)) this.#settle(this.#ends[i]!);
+    }
     if (!this.state.advanceTo(watermark) && (spill === undefined || !this.#coldDue())) return [];
     watermark = this.state.watermark;
     const out: Row[] = [];
     let fired = 0;
     while (fired < this.#ends.length && this.#ends[fired]! <= watermark) {
       const end = this.#ends[fired++]!;
-      if (this.#unsorted.has(end)) this.#settle(end);
       const windows = this.#byEnd.get(end)!;
       this.#byEnd.delete(end);
       // Spilling: the store may hold these windows too (until their tombstones are written).
@@ -409,7 +414,8 @@ class WindowedAggregate extends StatefulOperator<Window> {
       if (held === undefined || !key.startsWith(prefix)) {
         const colon = key.indexOf(":", 2);
         const start = colon > 2 && key.startsWith("w:") ? Number(key.slice(2, colon)) : NaN;
-        if (!Number.isFinite(start)) new StateReader(OP, key).fail("the key is not w:<start>:<group>");
+        // As the window's own key is written (a start in another form would never be found by a row).
+        if (!Number.isFinite(start) || String(start) !== key.slice(2, colon)) new StateReader(OP, key).fail("the key is not w:<start>:<group>");
         // What the window's own decode checks: caught at the restore, as when every value is decoded.
         if (tumblingStart(start, this.#c.slideMs) !== start) {
           new StateReader(OP, key).fail(`window start ${start} is not a multiple of slideMs ${this.#c.slideMs}: was the step's windowMs or slideMs changed?`);
@@ -434,12 +440,14 @@ class WindowedAggregate extends StatefulOperator<Window> {
   #take(start: number, held: Map<string, RawState>, key: string, windows: Map<unknown, Window>): Window | undefined {
     const raw = held.get(key);
     if (raw === undefined) return undefined;
-    held.delete(key);
-    this.#undecodedBytes -= heldBytes(key, raw);
-    if (held.size === 0) this.#undecoded.delete(start);
+    // Decoded before it leaves the index: a value that does not decode stays there, and fails
+    // again at every use (a state read's caller gets the error; the loop fails on it).
     const r = new StateReader(OP, key);
     const w = this.#decode(r, raw.parse());
     if (w.key !== key) r.fail(`the value belongs to key ${JSON.stringify(w.key)}`);
+    held.delete(key);
+    this.#undecodedBytes -= heldBytes(key, raw);
+    if (held.size === 0) this.#undecoded.delete(start);
     windows.set(w.id, w);
     return w;
   }

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import fc from "fast-check";
 import type { Row } from "../../src/expr/index.ts";
-import type { StateEntry } from "../../src/ops/index.ts";
+import { RawState, type StateEntry } from "../../src/ops/index.ts";
 import { compileOp, type Event, row, run, thrown, viaJson, wm } from "./helpers.ts";
 
 function windowed(fields: Record<string, unknown>) {
@@ -515,5 +515,63 @@ describe("windowedAggregate: changelog", () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe("windowedAggregate: restored windows decoded on first use", () => {
+  const encoder = new TextEncoder();
+  /** Entries as the engine's restore hands them over: each value its record's bytes, unparsed. */
+  const raw = (entries: StateEntry[]) => entries.map((e) => (e.value === null || e.key === "meta" ? e : { key: e.key, value: new RawState(encoder.encode(JSON.stringify(e.value)), `fv-state-t[0]@${e.key}`) }));
+  /** A changelog of windows for groups a and b in [0, 10). */
+  function changelog(): { first: StateEntry[]; second: StateEntry[] } {
+    const op = windowed({ groupBy: ["g"] }).create();
+    run(op, "ts", [row({ ts: 1, g: "a" }), row({ ts: 2, g: "b" })]);
+    const first = viaJson(op.drainChanges());
+    run(op, "ts", [row({ ts: 3, g: "a" }), row({ ts: 12, g: "c" })]);
+    const second = viaJson(op.drainChanges());
+    return { first, second };
+  }
+
+  // A second restore must see the first one's held windows: it may replace or delete them.
+  test("a second restore after one whose windows were all held replaces them, as it replaces decoded ones", () => {
+    const { first, second } = changelog();
+    const eager = windowed({ groupBy: ["g"] }).create();
+    eager.restore(first, { unique: true });
+    eager.restore(second, { unique: true });
+    const lazy = windowed({ groupBy: ["g"] }).create();
+    lazy.restore(raw(first), { unique: true });
+    lazy.restore(second, { unique: true });
+    expect(lazy.stateKeys()).toBe(3);
+    expect(lazy.stateKeys()).toBe(eager.stateKeys());
+    expect(lazy.advance(20)).toEqual(eager.advance(20));
+    expect(lazy.stateKeys()).toBe(0);
+  });
+
+  test("a held window that does not decode fails every use with STATE_CORRUPTED naming its record, and is never dropped", () => {
+    const { first } = changelog();
+    const entries = raw(first).map((e) => (e.key.includes('"a"') ? { key: e.key, value: new RawState(encoder.encode("{not json"), "fv-state-t[0]@7") } : e));
+    const op = windowed({ groupBy: ["g"] }).create();
+    op.restore(entries, { unique: true });
+    for (let i = 0; i < 2; i++) {
+      const error = thrown(() => op.read!(["a"]));
+      expect(error.code).toBe("STATE_CORRUPTED");
+      expect(error.message).toBe("state record fv-state-t[0]@7 is not JSON");
+    }
+    expect(op.read!(["b"])).toEqual([{ windowStart: 0, windowEnd: 10, g: "b", count: 1 }]);
+    expect(op.stateKeys()).toBe(2);
+    expect(thrown(() => op.advance(10)).message).toBe("state record fv-state-t[0]@7 is not JSON");
+    // Nothing fired and the watermark did not move: the same call fails the same way.
+    expect(thrown(() => op.advance(10)).message).toBe("state record fv-state-t[0]@7 is not JSON");
+    expect(op.stateKeys()).toBe(2);
+  });
+
+  test("a held key whose start is not written as the window's own key writes it is refused at the restore", () => {
+    const { first } = changelog();
+    const entries = raw(first).map((e) => (e.key.startsWith("w:0:") ? { key: e.key.replace("w:0:", "w:00:"), value: e.value } : e));
+    const op = windowed({ groupBy: ["g"] }).create();
+    op.restore(entries, { unique: true });
+    const error = thrown(() => op.stateKeys());
+    expect(error.code).toBe("STATE_CORRUPTED");
+    expect(error.message).toContain("the key is not w:<start>:<group>");
   });
 });
