@@ -152,11 +152,13 @@ const ENGINES: Engine[] = [
   ),
 ];
 const selected = process.env.BENCH_ENGINES ? process.env.BENCH_ENGINES.split(",") : undefined;
-const engines = ENGINES.filter((e) => (selected ? selected.includes(e.id) : !e.optIn) && !e.unavailable);
+/** Named in BENCH_ENGINES, or, without it, every engine that is not opt-in. */
+const wanted = (e: Engine) => (selected ? selected.includes(e.id) : !e.optIn);
+const engines = ENGINES.filter((e) => wanted(e) && !e.unavailable);
 /** Notes under the table: engines left out, rounds or passes skipped. */
 const skipped: string[] = [];
 // one line per runtime: its at-least-once and exactly-once engines share the label and the reason
-for (const [label, why] of new Map(ENGINES.filter((e) => e.unavailable && (selected ? selected.includes(e.id) : !e.optIn)).map((e) => [e.label, e.unavailable!]))) {
+for (const [label, why] of new Map(ENGINES.filter((e) => e.unavailable && wanted(e)).map((e) => [e.label, e.unavailable!]))) {
   skipped.push(`${label} left out: ${why}`);
   console.log(`${label}: SKIPPED, ${why}`);
 }
