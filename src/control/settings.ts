@@ -26,6 +26,8 @@ export interface Settings {
   pollTimeoutMs: number;
   /** Outputs, checkpoints and offsets in one Kafka transaction per checkpoint interval. */
   exactlyOnce: boolean;
+  /** Exactly-once: transactional producers per loop, taking turns (2: one commits while the other takes the next batches). */
+  transactionProducers: 1 | 2;
   /** Stable name of this process in the group (e.g. a pod name); part of transactional ids. */
   instanceId: string | undefined;
   /** Most time one checkpoint step may take. */
@@ -76,6 +78,7 @@ const schema = v.object({
   STREAM_RECORD_INTERVAL_MS: v.optional(int("STREAM_RECORD_INTERVAL_MS", 100), "5000"),
   STREAM_POLL_TIMEOUT_MS: v.optional(int("STREAM_POLL_TIMEOUT_MS", 10), "200"),
   STREAM_EXACTLY_ONCE: v.optional(v.picklist(["true", "false"], "STREAM_EXACTLY_ONCE must be true or false"), "false"),
+  STREAM_TRANSACTION_PRODUCERS: v.optional(v.picklist(["1", "2"], "STREAM_TRANSACTION_PRODUCERS must be 1 or 2"), "2"),
   STREAM_INSTANCE_ID: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9._-]{1,64}$/, "STREAM_INSTANCE_ID may hold letters, digits, '.', '_' and '-' (at most 64)"))),
   STREAM_CHECKPOINT_DEADLINE_MS: v.optional(int("STREAM_CHECKPOINT_DEADLINE_MS", 100), "10000"),
   STREAM_CHECKPOINT_MAX_FAILURES: v.optional(int("STREAM_CHECKPOINT_MAX_FAILURES", 1), "5"),
@@ -105,6 +108,7 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_RECORD_INTERVAL_MS", "how often the build record is sent", "5000"],
   ["STREAM_POLL_TIMEOUT_MS", "how long one poll waits for records", "200"],
   ["STREAM_EXACTLY_ONCE", "true: outputs, dead letters and offsets in one Kafka transaction per checkpoint interval", "false"],
+  ["STREAM_TRANSACTION_PRODUCERS", "exactly-once: 2 transactional producers per consumer take turns (one commits while the other sends the next batches), or 1", "2"],
   ["STREAM_INSTANCE_ID", "stable name of this process (e.g. the pod name), part of transactional ids: a restart fences its predecessor at once. Give each live process its own: two with one id take the membership from each other, and 3 times within a minute ends the stream: INVALID_SETTINGS", "random per start"],
   ["STREAM_CHECKPOINT_DEADLINE_MS", "most time one checkpoint step (state, offsets, transaction) may take", "10000"],
   ["STREAM_CHECKPOINT_MAX_FAILURES", "failed checkpoints in a row before the stream fails (circuit breaker)", "5"],
@@ -152,6 +156,7 @@ export function parseSettings(env: Record<string, string | undefined>, defaultBr
     recordIntervalMs: s.STREAM_RECORD_INTERVAL_MS,
     pollTimeoutMs: s.STREAM_POLL_TIMEOUT_MS,
     exactlyOnce: s.STREAM_EXACTLY_ONCE === "true",
+    transactionProducers: s.STREAM_TRANSACTION_PRODUCERS === "1" ? 1 : 2,
     instanceId: s.STREAM_INSTANCE_ID,
     checkpointDeadlineMs: s.STREAM_CHECKPOINT_DEADLINE_MS,
     checkpointMaxFailures: s.STREAM_CHECKPOINT_MAX_FAILURES,

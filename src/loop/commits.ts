@@ -85,7 +85,6 @@ export class Commits {
    */
   async transaction(session: Session, options: { flush?: boolean } = {}): Promise<boolean> {
     const { counters, metrics, debug, unsafeCommitAhead } = this.#deps;
-    const tx = session.tx!;
     const collector = session.collector;
     if (options.flush) await collector.settled();
     else if (collector.committing) return false;
@@ -109,7 +108,8 @@ export class Commits {
     if (work.records === 0 && offsets.length === 0 && changelog.length === 0 && !sinkRows?.size && !unsafeCommitAhead) return true;
     session.closeTransaction();
     debug?.("debug", `commit transaction: queued (${work.records} records, ${offsets.length} offsets)`);
-    const committed = collector.commit(async () => {
+    // On the producer whose transaction took this work's sends (two take turns: RecordCollector).
+    const committed = collector.commit(async (tx) => {
       const sent = unsafeCommitAhead ? session.takeCommittable() : offsets;
       let written: Written | void;
       await this.#checkpoint([

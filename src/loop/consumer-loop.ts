@@ -129,7 +129,7 @@ export class ConsumerLoop {
       ? new SinkSet(this.#stages, { pipeline: plan.pipeline, bindings: plan.bindings, stateDir: stateDirOf(plan.settings.stateDir, plan.pipeline) ?? `.fv-state/${plan.pipeline}`, env: plan.compute?.env ?? {}, exactlyOnce: plan.settings.exactlyOnce, log: this.#log, ...(plan.hops ? { hops: plan.hops } : {}) }, this.counters)
       : undefined;
     this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead, sinks: this.#sinks, stopping: () => this.#stopRequested }, () => this.#session);
-    this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log }, this.counters);
+    this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log, producers: plan.settings.transactionProducers }, this.counters);
     this.#watchdog = new Watchdog({ timings: this.#timings, groupId: plan.groupId, counters: this.counters, log: this.#log });
   }
 
@@ -316,8 +316,8 @@ export class ConsumerLoop {
   async #runSession(session: Session): Promise<void> {
     this.#session = session;
     try {
-      // Fence a predecessor with the same transactional id first, so the offsets read next are final.
-      await session.tx?.ready();
+      // Fence the predecessors with the same transactional ids first, so the offsets read next are final.
+      for (const tx of session.txs) await tx.ready();
       // Global tables are read to their end before the first row is joined to them.
       for (const table of this.#globals) {
         const before = table.read;
@@ -339,8 +339,9 @@ export class ConsumerLoop {
       // At-least-once: the batch send in flight ends (acknowledged or failed, bounded) before the
       // member leaves the group, so no write of this member lands after its partitions' next owner's.
       else await deadline(session.settleSends(), this.#timings.closeTimeoutMs).catch(() => {});
-      if (session.tx?.inTransaction) {
-        await session.tx.abort().catch(() => {});
+      for (const tx of session.txs) {
+        if (!tx.inTransaction) continue;
+        await tx.abort().catch(() => {});
         this.counters.transactionsAborted++;
         this.metrics.transaction("abort");
       }

@@ -35,6 +35,8 @@ export interface DepartedOwnersOptions {
   /** This member's name in the group (its own transactional id is never fenced here). */
   me: string;
   log: Logger;
+  /** Exactly-once: transactional producers per member (STREAM_TRANSACTION_PRODUCERS): each one's id is fenced. Default 1. */
+  producers?: number;
 }
 
 /**
@@ -101,16 +103,20 @@ export class DepartedOwners {
 
   async #fence(client: KafkaClient, owner: string, partitions: number[]): Promise<void> {
     const { groupId, pipeline, log } = this.#options;
-    const transactionalId = transactionalIdOf(pipeline, owner);
-    log("info", `previous owner ${owner} of partitions ${partitions.sort((a, b) => a - b).join(",")} left the group: fencing its transactional id ${transactionalId}, so the broker aborts a transaction it left open now rather than at its timeout`);
-    const producer = client.transactionalProducer({ clientId: `${groupId}-fence`, transactionalId });
-    try {
-      await deadline(producer.ready(), FENCE_TIMEOUT_MS);
-      this.#counters.transactionsFenced = (this.#counters.transactionsFenced ?? 0) + 1;
-    } catch (error) {
-      log("warn", `fencing transactional id ${transactionalId}: ${(error as Error).message} (the broker aborts a transaction it left open at its timeout instead)`);
-    } finally {
-      await deadline(producer.close(), FENCE_TIMEOUT_MS).catch(() => {});
-    }
+    const ids = Array.from({ length: this.#options.producers ?? 1 }, (_, turn) => transactionalIdOf(pipeline, owner, turn));
+    log("info", `previous owner ${owner} of partitions ${partitions.sort((a, b) => a - b).join(",")} left the group: fencing its transactional id${ids.length > 1 ? "s" : ""} ${ids.join(", ")}, so the broker aborts a transaction it left open now rather than at its timeout`);
+    const fenced = await Promise.all(ids.map(async (transactionalId) => {
+      const producer = client.transactionalProducer({ clientId: `${groupId}-fence`, transactionalId });
+      try {
+        await deadline(producer.ready(), FENCE_TIMEOUT_MS);
+        return true;
+      } catch (error) {
+        log("warn", `fencing transactional id ${transactionalId}: ${(error as Error).message} (the broker aborts a transaction it left open at its timeout instead)`);
+        return false;
+      } finally {
+        await deadline(producer.close(), FENCE_TIMEOUT_MS).catch(() => {});
+      }
+    }));
+    if (fenced.every(Boolean)) this.#counters.transactionsFenced = (this.#counters.transactionsFenced ?? 0) + 1;
   }
 }

@@ -66,9 +66,10 @@ export function clientIdOf(plan: Pick<LoopPlan, "groupId" | "instanceId" | "cons
  * stable across restarts when STREAM_INSTANCE_ID is, so a restarted member fences its predecessor.
  * Derived from the name so that another member can fence it (src/loop/departed-owners.ts).
  */
-export function transactionalIdOf(pipeline: string, memberName: string): string {
+export function transactionalIdOf(pipeline: string, memberName: string, turn = 0): string {
   const dynamic = `${groupIdOf(pipeline)}-`;
-  return `fv-${pipeline}-${memberName.startsWith(dynamic) ? memberName.slice(dynamic.length) : memberName}`;
+  // The second producer of a loop that has two (STREAM_TRANSACTION_PRODUCERS): `.2` after the first's id.
+  return `fv-${pipeline}-${memberName.startsWith(dynamic) ? memberName.slice(dynamic.length) : memberName}${turn === 0 ? "" : `.${turn + 1}`}`;
 }
 
 /** The compacted topic holding the changelog of every stateful stage of a pipeline. */

@@ -48,25 +48,37 @@ export function deadLetterRecord(topic: string, failure: Failure, from: { record
  * retryable failure is retried `retries` times, `retryPauseMs` apart.
  *
  * Exactly-once: the transaction's requests run off the loop's path, in the order they were handed
- * over, one at a time (as Kafka's own producer does: `send()` returns at once and
- * `commitTransaction()` flushes). `send` queues a batch's records and returns; `commit` queues the
- * commit of everything queued before it. While a commit runs, the loop goes on with the next
- * batches, whose records wait in the queue and go into the next transaction the moment the commit
- * is done: no batch waits for EndTxn. Sends queued one after another, with no commit between
- * them, go as one request. The first failure stops the queue (nothing queued after it
- * runs, so no later send joins a new transaction and no later commit happens) and is handed to
- * `onFailure`; the session then aborts and starts over from the last committed offsets.
+ * over (as Kafka's own producer does: `send()` returns at once and `commitTransaction()`
+ * flushes). `send` queues a batch's records and returns; `commit` queues the commit of
+ * everything sent before it. Sends run one at a time, in order; sends queued one after another,
+ * with no commit between them, go as one request. A commit runs once the sends before it and the
+ * commit before it are done.
+ *
+ * With two transactional producers (the default, docs/exactly-once.md "Two producers taking
+ * turns"), transactions alternate between them: while one producer commits transaction N, the
+ * batches the loop goes on with are sent by the other, in transaction N+1, and that transaction's
+ * commit waits for N's. With one, the next transaction's sends wait for the commit (its records
+ * wait in the queue, and no batch waits for EndTxn either way).
+ *
+ * The first failure stops the queue (nothing queued after it runs, so no later commit happens)
+ * and is handed to `onFailure`; the session then aborts every open transaction and starts over
+ * from the last committed offsets.
  */
 export class RecordCollector {
   readonly #producer: Producer | undefined;
-  readonly #tx: TransactionalProducer | undefined;
+  /** Exactly-once: the transactional producers, taking turns. */
+  readonly #txs: readonly TransactionalProducer[];
   readonly #log: Logger;
   readonly #retries: number;
   readonly #retryPauseMs: number;
   readonly #maxQueuedRecords: number;
   readonly #onFailure: (failure: FvError) => void;
-  /** Exactly-once: the last request queued; it never rejects (failures go to #failure). */
-  #tail: Promise<void> = Promise.resolve();
+  /** Exactly-once: the producer whose transaction takes the sends from now on. */
+  #turn = 0;
+  /** Exactly-once: the last send queued, the last commit queued, and each producer's last commit. */
+  readonly #lastSend = new Tail();
+  readonly #lastCommit = new Tail();
+  readonly #lastCommitOf: Tail[];
   #queuedRecords = 0;
   /**
    * Exactly-once: the records of the last send queued, while it has not started. A send that
@@ -80,12 +92,13 @@ export class RecordCollector {
   #roomWaiters: Array<() => void> = [];
 
   constructor(
-    clients: { producer?: Producer; tx?: TransactionalProducer },
+    clients: { producer?: Producer; tx?: TransactionalProducer | readonly TransactionalProducer[] },
     log: Logger,
     options: { retries: number; retryPauseMs: number; maxQueuedRecords?: number; onFailure?: (failure: FvError) => void },
   ) {
     this.#producer = clients.producer;
-    this.#tx = clients.tx;
+    this.#txs = clients.tx === undefined ? [] : Array.isArray(clients.tx) ? clients.tx : [clients.tx as TransactionalProducer];
+    this.#lastCommitOf = this.#txs.map(() => new Tail());
     this.#log = log;
     this.#retries = options.retries;
     this.#retryPauseMs = options.retryPauseMs;
@@ -100,7 +113,7 @@ export class RecordCollector {
    * (the local state store covers the changelog from there).
    */
   async send(records: OutboundRecord[]): Promise<Written | void> {
-    if (!this.#tx) {
+    if (this.#txs.length === 0) {
       return retry(() => this.#producer!.send(records), {
         attempts: this.#retries,
         pause: this.#retryPauseMs,
@@ -110,7 +123,7 @@ export class RecordCollector {
       });
     }
     if (records.length === 0) return;
-    const tx = this.#tx;
+    const tx = this.#txs[this.#turn]!;
     const joinable = this.#joinable;
     if (joinable && !this.#failure) {
       // A send queued behind a running request and not started yet: these records go with it.
@@ -119,20 +132,33 @@ export class RecordCollector {
     } else {
       const batch = records.slice();
       this.#joinable = batch;
-      void this.#queue(() => batch.length, async () => {
+      // After the sends before it, and after the last commit of its producer (its transaction
+      // before this one): with two producers, that commit was the one before the last.
+      const run = this.#queue([this.#lastSend, this.#lastCommitOf[this.#turn]!], () => batch.length, async () => {
         if (this.#joinable === batch) this.#joinable = undefined;
         await tx.send(batch);
-      }, batch.length).catch(() => {});
+      }, batch.length);
+      this.#lastSend.follow(run);
     }
     while (this.#queuedRecords > this.#maxQueuedRecords && !this.#failure) await new Promise<void>((resolve) => this.#roomWaiters.push(resolve));
   }
 
-  /** Exactly-once: queues `commit` (the checkpoint's state, offsets and EndTxn) behind every send queued so far. */
-  commit(commit: () => Promise<void>): Promise<void> {
+  /**
+   * Exactly-once: queues `commit` (the checkpoint's state, offsets and EndTxn, on the producer it
+   * is given: the one whose transaction took the sends so far) behind every send queued so far
+   * and the commit before it. The sends that follow go into the next transaction, on the next
+   * producer.
+   */
+  commit(commit: (tx: TransactionalProducer) => Promise<void>): Promise<void> {
     this.#queuedCommits++;
     // Records sent from now on belong to the next transaction: none may join a send queued before this commit.
     this.#joinable = undefined;
-    return this.#queue(() => 0, commit, 0).finally(() => this.#queuedCommits--);
+    const tx = this.#txs[this.#turn]!;
+    const run = this.#queue([this.#lastSend, this.#lastCommit], () => 0, () => commit(tx), 0).finally(() => this.#queuedCommits--);
+    this.#lastCommit.follow(run);
+    this.#lastCommitOf[this.#turn]!.follow(run);
+    this.#turn = (this.#turn + 1) % this.#txs.length;
+    return run;
   }
 
   /** Exactly-once: a commit is queued or running (the next one waits, and its transaction grows meanwhile). */
@@ -142,23 +168,29 @@ export class RecordCollector {
 
   /** Exactly-once: resolves once everything queued so far has run; rejects with the queue's failure. */
   async settled(): Promise<void> {
-    await this.#tail;
+    await Promise.all([this.#lastSend.settled, this.#lastCommit.settled]);
     if (this.#failure) throw this.#failure;
   }
 
   /**
-   * Exactly-once: stops the queue (nothing queued runs from now on) and waits for the request under
-   * way, so the transaction can be aborted with none of its requests in flight.
+   * Exactly-once: stops the queue (nothing queued runs from now on) and waits for the requests
+   * under way, so the transactions can be aborted with none of their requests in flight.
    */
   async cancel(reason: FvError): Promise<void> {
     this.#failure ??= reason;
-    await this.#tail;
+    await Promise.all([this.#lastSend.settled, this.#lastCommit.settled]);
   }
 
-  /** Queues `request`; `records` says how many records it sends (a send's count grows while later sends join it). */
-  #queue(records: () => number, request: () => Promise<void>, queued: number): Promise<void> {
+  /**
+   * Queues `request` to run once every promise of `after` has settled; `records` says how many
+   * records it sends (a send's count grows while later sends join it).
+   */
+  #queue(after: readonly Tail[], records: () => number, request: () => Promise<void>, queued: number): Promise<void> {
     this.#queuedRecords += queued;
-    const run = this.#tail.then(async () => {
+    const waits = after.filter((tail) => !tail.done).map((tail) => tail.settled);
+    // Nothing to wait for: it starts at the next microtask, as a send behind an idle queue always did.
+    const start = waits.length === 0 ? Promise.resolve() : waits.length === 1 ? waits[0]! : Promise.all(waits);
+    return start.then(async () => {
       try {
         if (this.#failure) throw this.#failure;
         await request();
@@ -173,7 +205,20 @@ export class RecordCollector {
         if (this.#queuedRecords <= this.#maxQueuedRecords || this.#failure) for (const wake of this.#roomWaiters.splice(0)) wake();
       }
     });
-    this.#tail = run.catch(() => {});
-    return run;
+  }
+}
+
+/** The last request of a kind: when it settles (never rejects), and whether it has. */
+class Tail {
+  settled: Promise<void> = Promise.resolve();
+  done = true;
+
+  follow(run: Promise<void>): void {
+    const settled = run.then(() => {}, () => {});
+    this.settled = settled;
+    this.done = false;
+    void settled.then(() => {
+      if (this.settled === settled) this.done = true;
+    });
   }
 }

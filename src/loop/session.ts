@@ -66,7 +66,10 @@ const newTransactionWork = (): TransactionWork => ({ partitions: new PartitionSe
 export class Session {
   readonly consumer: GroupConsumer;
   readonly producer: Producer | undefined;
+  /** Exactly-once: the first of `txs` (undefined: at-least-once). */
   readonly tx: TransactionalProducer | undefined;
+  /** Exactly-once: the transactional producers, taking turns transaction by transaction (RecordCollector); empty at-least-once. */
+  readonly txs: readonly TransactionalProducer[];
   readonly admin: Admin;
   /** Stateful operators, restored per partition from the state topic. */
   readonly tasks: OperatorTasks;
@@ -166,10 +169,11 @@ export class Session {
         this.tasks.setStageTopics(stage, stage.def.inputs.map((d) => plan.bindings[d]!.topic));
       }
     }
-    // A stable transactional id: a restarted loop with the same instance id fences its predecessor.
-    this.tx = settings.exactlyOnce
-      ? client.transactionalProducer({ clientId, transactionalId: transactionalIdOf(plan.pipeline, memberName), log })
-      : undefined;
+    // Stable transactional ids: a restarted loop with the same instance id fences its predecessor's producers.
+    this.txs = settings.exactlyOnce
+      ? Array.from({ length: settings.transactionProducers }, (_, turn) => client.transactionalProducer({ clientId, transactionalId: transactionalIdOf(plan.pipeline, memberName, turn), log }))
+      : [];
+    this.tx = this.txs[0];
     this.producer = settings.exactlyOnce ? undefined : client.producer({ clientId });
     this.consumer = client.consumer({
       groupId: plan.groupId,
@@ -212,7 +216,7 @@ export class Session {
         },
       },
     });
-    this.collector = new RecordCollector({ producer: this.producer, tx: this.tx }, log, {
+    this.collector = new RecordCollector({ producer: this.producer, tx: this.txs }, log, {
       retries: deps.timings.sendRetries,
       retryPauseMs: deps.timings.sendRetryPauseMs,
       // A commit slower than the batches: up to this many records wait for the next transaction.
@@ -394,6 +398,6 @@ export class Session {
     await bounded("admin client", () => this.admin.close());
     await bounded("consumer", () => this.consumer.close());
     await bounded("producer", this.producer && (() => this.producer!.close()));
-    await bounded("transactional producer", this.tx && (() => this.tx!.close()));
+    for (const tx of this.txs) await bounded("transactional producer", () => tx.close());
   }
 }

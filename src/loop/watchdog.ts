@@ -127,18 +127,19 @@ export class Watchdog {
    * member's own producer id go with an abort; between checkpoints only, never with work open.
    */
   async releaseHeld(session: Session, now: number, flush: () => Promise<unknown>, written: () => Promise<TopicPartition[]>): Promise<void> {
-    const tx = session.tx!;
     const releaseMs = this.#timings.heldReleaseMs;
     const held = session.consumer.held?.() ?? [];
     this.#heldSince = held.length === 0 ? 0 : this.#heldSince || now;
     if (!this.#heldSince || now - this.#heldSince < releaseMs || now - this.#releasedAt < releaseMs) return;
     // The release needs no transaction open: the work so far commits first.
     await flush();
-    if (tx.inTransaction) return;
+    if (session.txs.some((tx) => tx.inTransaction)) return;
     this.#releasedAt = now;
     this.#log("warn", `${held.map(partitionText).join(", ")} waited ${Math.round((now - this.#heldSince) / 1000)} s for a stable committed offset: aborting a transaction of this member's producer that holds the group and every partition it writes, which drops its offset commits that no transaction ends and the records they go with`);
     // With the partitions this member writes: records its producer left open go with the offsets.
-    await tx.releasePendingOffsets(session.consumer.groupMetadata(), held[0]!, await written());
+    // Each producer's: a stale pending commit may be of either (they take turns).
+    const partitions = await written();
+    for (const tx of session.txs) await tx.releasePendingOffsets(session.consumer.groupMetadata(), held[0]!, partitions);
     // The consumer reads the partitions once it sees the offsets stable: not a stall meanwhile.
     this.#lastRecord = Date.now();
   }

@@ -14,6 +14,7 @@ describe("parseSettings", () => {
       recordIntervalMs: 5000,
       pollTimeoutMs: 200,
       exactlyOnce: false,
+      transactionProducers: 2,
       instanceId: undefined,
       checkpointDeadlineMs: 10000,
       checkpointMaxFailures: 5,

@@ -86,3 +86,67 @@ test("exactly-once: once a request fails, nothing queued after it is sent (not e
   expect(calls).toEqual(["a"]);
   expect(failures).toEqual(["producing failed: boom"]);
 });
+
+test("exactly-once, two producers: the next transaction's sends go to the other producer while a commit runs; its commit waits for that one", async () => {
+  const a = gatedTx();
+  const b = gatedTx();
+  const calls: string[] = [];
+  const named = (name: string, t: ReturnType<typeof gatedTx>) =>
+    ({
+      send: async (records: Array<{ value: unknown }>) => {
+        calls.push(`${name} send ${records.map((r) => r.value).join(",")}`);
+        await t.tx.send(records as never);
+      },
+      commit: async () => {
+        calls.push(`${name} commit`);
+        await t.tx.commit();
+      },
+    }) as unknown as TransactionalProducer;
+  const collector = new RecordCollector({ tx: [named("A", a), named("B", b)] }, () => {}, { retries: 1, retryPauseMs: 1 });
+  await collector.send([rec("a")]);
+  const first = collector.commit((tx) => tx.commit());
+  await collector.send([rec("b")]); // transaction 2, on B
+  await Bun.sleep(5);
+  expect(calls).toEqual(["A send a"]);
+  await a.open(); // a sent: A commits, and B sends b meanwhile
+  expect(calls).toEqual(["A send a", "A commit", "B send b"]);
+  await b.open(); // b sent while A's commit runs
+  const second = collector.commit((tx) => tx.commit());
+  expect(collector.committing).toBe(true);
+  await collector.send([rec("c")]); // transaction 3, on A again: waits for A's commit
+  await Bun.sleep(5);
+  expect(calls).toEqual(["A send a", "A commit", "B send b"]); // B's commit waits for A's
+  await a.open(); // A committed: B commits, and A sends c (its own commit is done)
+  await first;
+  expect(calls).toEqual(["A send a", "A commit", "B send b", "B commit", "A send c"]);
+  await b.open();
+  await second;
+  await a.open();
+  await collector.settled();
+});
+
+test("exactly-once, two producers: a failed commit stops the other producer's queue too (nothing of a later transaction is committed)", async () => {
+  const calls: string[] = [];
+  const failures: string[] = [];
+  const producer = (name: string, failCommit: boolean) =>
+    ({
+      send: async (records: Array<{ value: unknown }>) => void calls.push(`${name} send ${records.map((r) => r.value).join(",")}`),
+      commit: async () => {
+        calls.push(`${name} commit`);
+        await Bun.sleep(5);
+        if (failCommit) throw new FvError("KAFKA_FENCED", "committing failed: fenced");
+      },
+    }) as unknown as TransactionalProducer;
+  const collector = new RecordCollector({ tx: [producer("A", true), producer("B", false)] }, () => {}, { retries: 1, retryPauseMs: 1, onFailure: (f) => void failures.push(f.message) });
+  await collector.send([rec("a")]);
+  const first = collector.commit((tx) => tx.commit());
+  await collector.send([rec("b")]);
+  const second = collector.commit((tx) => tx.commit());
+  await expect(first).rejects.toThrow("fenced");
+  await expect(second).rejects.toThrow("fenced");
+  await collector.send([rec("c")]);
+  await expect(collector.settled()).rejects.toThrow("fenced");
+  // b was sent during A's commit (its transaction is aborted with the session); B never commits, c is never sent.
+  expect(calls).toEqual(["A send a", "A commit", "B send b"]);
+  expect(failures).toEqual(["committing failed: fenced"]);
+});
