@@ -17,7 +17,8 @@
  * is over its rounds (at-least-once's shows the machine's own noise). Before the first
  * interval, BENCH_WARMUP rounds (default 1) of both guarantees run uncounted: the first runs of
  * the process are on code the JIT has not compiled yet (measured: the first exactly-once round
- * at 100 ms ran at 244k rows/s, the other four at 317–369k). Nothing is asserted.
+ * at 100 ms ran at 244k rows/s, the other four at 317–369k). BENCH_ONE_PRODUCER=1 adds a cell
+ * per round: exactly-once with one transactional producer. Nothing is asserted.
  */
 import { fmt, load, median, nextName, runtimeName, timeEngine } from "./lib.ts";
 
@@ -54,6 +55,8 @@ async function cell(env: Record<string, string>): Promise<{ processing: number; 
 const spread = (xs: number[]) => Math.min(...xs) / Math.max(...xs);
 
 const intervals = (process.env.BENCH_INTERVALS ?? "100,500,2000").split(",");
+/** BENCH_ONE_PRODUCER=1: each round also runs exactly-once with one transactional producer (STREAM_TRANSACTION_PRODUCERS=1), the design before 2026-12-07. */
+const BOTH = process.env.BENCH_ONE_PRODUCER === "1";
 for (let round = 0; round < Number(process.env.BENCH_WARMUP ?? 1); round++) {
   await cell({ STREAM_CHECKPOINT_INTERVAL_MS: intervals[0]! });
   await cell({ STREAM_CHECKPOINT_INTERVAL_MS: intervals[0]!, STREAM_EXACTLY_ONCE: "true" });
@@ -61,16 +64,19 @@ for (let round = 0; round < Number(process.env.BENCH_WARMUP ?? 1); round++) {
 for (const interval of intervals) {
   const alos: Array<{ processing: number; committed: number }> = [];
   const eos: Array<{ processing: number; committed: number }> = [];
+  const single: Array<{ processing: number; committed: number }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     alos.push(await cell({ STREAM_CHECKPOINT_INTERVAL_MS: interval }));
     eos.push(await cell({ STREAM_CHECKPOINT_INTERVAL_MS: interval, STREAM_EXACTLY_ONCE: "true" }));
+    if (BOTH) single.push(await cell({ STREAM_CHECKPOINT_INTERVAL_MS: interval, STREAM_EXACTLY_ONCE: "true", STREAM_TRANSACTION_PRODUCERS: "1" }));
   }
   const m = (xs: Array<{ processing: number; committed: number }>, k: "processing" | "committed") => median(xs.map((x) => x[k]));
   const rounds = eos.map((x) => x.processing);
   console.log(
     `${`${interval} ms`.padStart(19)} | ${fmt(m(alos, "processing"))}/s    | ${fmt(m(eos, "processing"))}/s   | ${(m(eos, "processing") / m(alos, "processing")).toFixed(2).padStart(10)} | ` +
       `${rounds.map((x) => Math.round(x / 1000) + "k").join(" ").padEnd(24)} | ${spread(rounds).toFixed(2).padStart(21)} | ${spread(alos.map((x) => x.processing)).toFixed(2).padStart(22)} | ` +
-      `${(m(eos, "committed") / m(alos, "committed")).toFixed(2).padStart(21)}`,
+      `${(m(eos, "committed") / m(alos, "committed")).toFixed(2).padStart(21)}` +
+      (BOTH ? ` | one producer: ${fmt(m(single, "processing"))}/s, ${(m(single, "processing") / m(alos, "processing")).toFixed(2)} of at-least-once, rounds ${single.map((x) => Math.round(x.processing / 1000) + "k").join(" ")}` : ""),
   );
 }
 process.exit(0);

@@ -398,6 +398,6 @@ export class Session {
     await bounded("admin client", () => this.admin.close());
     await bounded("consumer", () => this.consumer.close());
     await bounded("producer", this.producer && (() => this.producer!.close()));
-    for (const tx of this.txs) await bounded("transactional producer", () => tx.close());
+    await Promise.all(this.txs.map((tx) => bounded("transactional producer", () => tx.close())));
   }
 }

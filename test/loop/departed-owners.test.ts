@@ -46,6 +46,18 @@ describe("DepartedOwners", () => {
     expect([...departed.previousOwners([0, 1, 2, 3])]).toEqual([["c", [3]]]);
   });
 
+  test("with two transactional producers per member, both of a departed owner's ids are fenced, and it counts once", async () => {
+    const counters = emptyCounters();
+    const departed = new DepartedOwners({ pipeline: PIPELINE, groupId: GROUP, me: "b", log: () => {}, producers: 2 }, counters);
+    departed.remember([member("a", 0), member("b", 1)]);
+    const { admin, client, fenced, closed } = fakes([[member("b", 0, 1)]]);
+    await departed.assigned(tps(0), admin, client, true, new AbortController().signal);
+    expect(fenced.sort()).toEqual([transactionalIdOf(PIPELINE, "a"), transactionalIdOf(PIPELINE, "a", 1)]);
+    expect(transactionalIdOf(PIPELINE, "a", 1)).toBe(`${transactionalIdOf(PIPELINE, "a")}.2`);
+    expect(closed.sort()).toEqual(fenced);
+    expect(counters.transactionsFenced).toBe(1);
+  });
+
   test("a previous owner still in the group (a clean rebalance) is not fenced", async () => {
     const { departed, counters } = owners("b");
     departed.remember([member("a", 0, 1), member("b", 2, 3)]);
