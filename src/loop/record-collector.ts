@@ -54,8 +54,8 @@ export function deadLetterRecord(topic: string, failure: Failure, from: { record
  * with no commit between them, go as one request. A commit runs once the sends before it and the
  * commit before it are done.
  *
- * With two transactional producers (the default, docs/exactly-once.md "Two producers taking
- * turns"), transactions alternate between them: while one producer commits transaction N, the
+ * With two transactional producers (the default; docs/exactly-once.md, "Commit overlapping the
+ * next batches"), transactions alternate between them: while one producer commits transaction N, the
  * batches the loop goes on with are sent by the other, in transaction N+1, and that transaction's
  * commit waits for N's. With one, the next transaction's sends wait for the commit (its records
  * wait in the queue, and no batch waits for EndTxn either way).
