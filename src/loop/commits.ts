@@ -79,8 +79,9 @@ export class Commits {
    *   2. offsets: the next offsets to read, on behalf of the member that read the work (a member
    *      that has left is fenced);
    *   3. transaction: commit — outputs, dead letters, state and offsets become visible together.
-   * The loop goes on meanwhile; batches it processes fill the next transaction, whose records
-   * wait in the queue until this commit is done. While a commit runs no other is queued: the next
+   * The loop goes on meanwhile; batches it processes fill the next transaction, whose records go
+   * out on the loop's other transactional producer while this commit runs (with one producer, they
+   * wait in the queue until it is done). While a commit runs no other is queued: the next
    * transaction grows instead. With `flush`, waits for every queued request and this commit.
    */
   async transaction(session: Session, options: { flush?: boolean } = {}): Promise<boolean> {

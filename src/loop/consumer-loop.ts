@@ -129,7 +129,7 @@ export class ConsumerLoop {
       ? new SinkSet(this.#stages, { pipeline: plan.pipeline, bindings: plan.bindings, stateDir: stateDirOf(plan.settings.stateDir, plan.pipeline) ?? `.fv-state/${plan.pipeline}`, env: plan.compute?.env ?? {}, exactlyOnce: plan.settings.exactlyOnce, log: this.#log, ...(plan.hops ? { hops: plan.hops } : {}) }, this.counters)
       : undefined;
     this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead, sinks: this.#sinks, stopping: () => this.#stopRequested }, () => this.#session);
-    this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log, producers: plan.settings.transactionProducers }, this.counters);
+    this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log }, this.counters);
     this.#watchdog = new Watchdog({ timings: this.#timings, groupId: plan.groupId, counters: this.counters, log: this.#log });
   }
 

@@ -35,7 +35,11 @@ export interface DepartedOwnersOptions {
   /** This member's name in the group (its own transactional id is never fenced here). */
   me: string;
   log: Logger;
-  /** Exactly-once: transactional producers per member (STREAM_TRANSACTION_PRODUCERS): each one's id is fenced. Default 1. */
+  /**
+   * Exactly-once: transactional ids fenced per departed member, one per producer it may have had.
+   * Default 2, the most STREAM_TRANSACTION_PRODUCERS allows, whatever this member's own setting:
+   * a member that ran with another setting leaves no transaction open past its fencing.
+   */
   producers?: number;
 }
 
@@ -103,7 +107,7 @@ export class DepartedOwners {
 
   async #fence(client: KafkaClient, owner: string, partitions: number[]): Promise<void> {
     const { groupId, pipeline, log } = this.#options;
-    const ids = Array.from({ length: this.#options.producers ?? 1 }, (_, turn) => transactionalIdOf(pipeline, owner, turn));
+    const ids = Array.from({ length: this.#options.producers ?? 2 }, (_, turn) => transactionalIdOf(pipeline, owner, turn));
     log("info", `previous owner ${owner} of partitions ${partitions.sort((a, b) => a - b).join(",")} left the group: fencing its transactional id${ids.length > 1 ? "s" : ""} ${ids.join(", ")}, so the broker aborts a transaction it left open now rather than at its timeout`);
     const fenced = await Promise.all(ids.map(async (transactionalId) => {
       const producer = client.transactionalProducer({ clientId: `${groupId}-fence`, transactionalId });
