@@ -92,12 +92,12 @@ export class RecordCollector {
   #roomWaiters: Array<() => void> = [];
 
   constructor(
-    clients: { producer?: Producer; tx?: TransactionalProducer | readonly TransactionalProducer[] },
+    clients: { producer?: Producer; txs?: readonly TransactionalProducer[] },
     log: Logger,
     options: { retries: number; retryPauseMs: number; maxQueuedRecords?: number; onFailure?: (failure: FvError) => void },
   ) {
     this.#producer = clients.producer;
-    this.#txs = clients.tx === undefined ? [] : Array.isArray(clients.tx) ? clients.tx : [clients.tx as TransactionalProducer];
+    this.#txs = clients.txs ?? [];
     this.#lastCommitOf = this.#txs.map(() => new Tail());
     this.#log = log;
     this.#retries = options.retries;

@@ -216,7 +216,7 @@ export class Session {
         },
       },
     });
-    this.collector = new RecordCollector({ producer: this.producer, tx: this.txs }, log, {
+    this.collector = new RecordCollector({ producer: this.producer, txs: this.txs }, log, {
       retries: deps.timings.sendRetries,
       retryPauseMs: deps.timings.sendRetryPauseMs,
       // A commit slower than the batches: up to this many records wait for the next transaction.

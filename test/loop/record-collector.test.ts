@@ -47,7 +47,7 @@ const rec = (value: string) => ({ topic: "t", key: null, value });
 
 test("exactly-once: sends queued behind a running request go as one request, in order; none joins across a commit", async () => {
   const { tx, calls, open } = gatedTx();
-  const collector = new RecordCollector({ tx }, () => {}, { retries: 1, retryPauseMs: 1 });
+  const collector = new RecordCollector({ txs: [tx] }, () => {}, { retries: 1, retryPauseMs: 1 });
   await collector.send([rec("a")]); // starts at once
   await collector.send([rec("b")]);
   await collector.send([rec("c"), rec("d")]);
@@ -77,7 +77,7 @@ test("exactly-once: once a request fails, nothing queued after it is sent (not e
       throw new FvError("KAFKA_RETRYABLE", "producing failed: boom");
     },
   } as unknown as TransactionalProducer;
-  const collector = new RecordCollector({ tx }, () => {}, { retries: 1, retryPauseMs: 1, onFailure: (f) => void failures.push(f.message) });
+  const collector = new RecordCollector({ txs: [tx] }, () => {}, { retries: 1, retryPauseMs: 1, onFailure: (f) => void failures.push(f.message) });
   await collector.send([rec("a")]);
   await collector.send([rec("b")]);
   await expect(collector.settled()).rejects.toThrow("boom");
@@ -102,7 +102,7 @@ test("exactly-once, two producers: the next transaction's sends go to the other 
         await t.tx.commit();
       },
     }) as unknown as TransactionalProducer;
-  const collector = new RecordCollector({ tx: [named("A", a), named("B", b)] }, () => {}, { retries: 1, retryPauseMs: 1 });
+  const collector = new RecordCollector({ txs: [named("A", a), named("B", b)] }, () => {}, { retries: 1, retryPauseMs: 1 });
   await collector.send([rec("a")]);
   const first = collector.commit((tx) => tx.commit());
   await collector.send([rec("b")]); // transaction 2, on B
@@ -137,7 +137,7 @@ test("exactly-once, two producers: a failed commit stops the other producer's qu
         if (failCommit) throw new FvError("KAFKA_FENCED", "committing failed: fenced");
       },
     }) as unknown as TransactionalProducer;
-  const collector = new RecordCollector({ tx: [producer("A", true), producer("B", false)] }, () => {}, { retries: 1, retryPauseMs: 1, onFailure: (f) => void failures.push(f.message) });
+  const collector = new RecordCollector({ txs: [producer("A", true), producer("B", false)] }, () => {}, { retries: 1, retryPauseMs: 1, onFailure: (f) => void failures.push(f.message) });
   await collector.send([rec("a")]);
   const first = collector.commit((tx) => tx.commit());
   await collector.send([rec("b")]);
