@@ -7,7 +7,8 @@ import { Buffer } from "node:buffer";
 import { MultipleErrors, NetworkError, ProtocolError, ResponseError, TimeoutError, UserError } from "@platformatic/kafka";
 import type { FvError } from "../../src/errors.ts";
 import { classify, retryDelay, topicAlreadyExists, unknownTopic, unstableOffsetCommit } from "../../src/kafka/platformatic/errors.ts";
-import { partitionOfKey } from "../../src/kafka/murmur2.ts";
+import { murmur2, partitionOfKey } from "../../src/kafka/murmur2.ts";
+import { partitioner } from "../../src/kafka/platformatic/records.ts";
 import { checkWritten } from "../../src/kafka/platformatic/producer.ts";
 import { PlatformaticTransactionalProducer } from "../../src/kafka/platformatic/transactions.ts";
 import { GroupMembers } from "../../src/kafka/shared.ts";
@@ -123,6 +124,24 @@ describe("a send the library acknowledged must have written to every partition i
     }
     expect((thrown as FvError).code).toBe("KAFKA_RETRYABLE");
     expect((thrown as FvError).message).toContain(`wrote nothing to out[${partitionOf(other)}]`);
+  });
+
+  test("a record the partitioner hashed is checked against the partition of that hash, with no second hash", () => {
+    const a = keyed("a");
+    expect(partitioner(a, a.key)).toBe(murmur2(Buffer.from("a")) & 0x7fffffff);
+    expect((a as { hash?: number }).hash! % 8).toBe(partitionOf("a"));
+    const written = (partition: number) => ({ offsets: [{ topic: "out", partition, offset: 0n }] });
+    expect(() => checkWritten(producer, [a], written(partitionOf("a")))).not.toThrow();
+    // The noted hash is what counts: one that names another partition fails there.
+    const moved = { ...keyed("a"), hash: partitionOf("a") + 1 };
+    expect(() => checkWritten(producer, [moved], written(partitionOf("a")))).toThrow(`wrote nothing to out[${partitionOf("a") + 1}]`);
+  });
+
+  test("a topic with every partition written checks no record; a partition count the client does not know checks none either", () => {
+    const all = { offsets: Array.from({ length: 8 }, (_, partition) => ({ topic: "out", partition, offset: 0n })) };
+    // A hash that could not be right (no partition 9 of 8): not looked at, every partition was written.
+    expect(() => checkWritten(producer, [{ ...keyed("a"), hash: 9 }], all)).not.toThrow();
+    expect(() => checkWritten(producer, [{ ...keyed("a"), topic: "unknown" }], { offsets: [] })).not.toThrow();
   });
 });
 

@@ -96,8 +96,8 @@ describe("what it writes reads back as the records asked for", () => {
 
 describe("edges", () => {
   test("an empty string key is a key: hashed as Kafka's Java producer hashes it, not spread round-robin", () => {
-    const empty = partitioner(undefined, "");
-    expect(empty).toBe(partitioner(undefined, Buffer.alloc(0)));
+    const empty = partitioner({}, "");
+    expect(empty).toBe(partitioner({}, Buffer.alloc(0)));
     expect(empty).toBe(275646681); // Utils.murmur2 of no bytes (test/kafka/murmur2.test.ts)
   });
 
@@ -148,6 +148,19 @@ describe("a send split into requests (chunkBySize)", () => {
   test("a changelog (every record to an explicit partition) keeps each partition's records together", () => {
     const c = (p: number, i: number) => ({ topic: "state", partition: p, key: `k${i}`, value: `${i}` });
     expect(flat(chunkBySize([c(0, 1), c(1, 2), c(0, 3), c(1, 4)]))).toEqual(["1", "3", "2", "4"]);
+  });
+
+  test("a send well under the limit is one request, as it came; one that only looks small (multi-byte text) is counted and split", () => {
+    const messages = Array.from({ length: 100 }, (_, i) => row(i));
+    const chunks = chunkBySize(messages);
+    expect(chunks).toHaveLength(1);
+    expect(chunks[0]).toBe(messages);
+    // 40 × 20,000 UTF-16 units of 3 UTF-8 bytes each: 2.4 MB, though the strings' lengths add to 800k.
+    const wide = Array.from({ length: 40 }, (_, i) => ({ topic: "t", key: `k${i}`, value: "€".repeat(20_000) }));
+    const split = chunkBySize(wide);
+    expect(split.length).toBeGreaterThanOrEqual(5);
+    for (const chunk of split) expect(chunk.reduce((n, m) => n + Buffer.byteLength(m.value), 0)).toBeLessThanOrEqual(512 * 1024);
+    expect(split.flat().map((m) => m.key)).toEqual(wide.map((m) => m.key));
   });
 
   test("large sends are split under the request limit, in order", () => {

@@ -37,7 +37,12 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
     bytes += size;
   };
   if (!messages.every((m) => m.partition !== undefined)) {
-    // Keyed (or mixed): in order, one record at a time.
+    // Keyed (or mixed), the usual case: a send well under the limit, known without counting
+    // UTF-8 bytes (a UTF-16 unit of a string is at most 3 of them).
+    let most = 0;
+    for (const m of messages) most += mostBytesOf(m.key) + mostBytesOf(m.value) + 64;
+    if (most <= MAX_SEND_BYTES) return [messages];
+    // In order, one record at a time.
     for (const m of messages) {
       add(sizeOf(m));
       current.push(m);
@@ -62,6 +67,7 @@ export function chunkBySize<T extends { topic: string; partition?: number; key?:
 }
 
 const sizeOf = (m: { key?: Buffer | string; value?: Buffer | string }): number => bytesOf(m.key) + bytesOf(m.value) + 64;
+const mostBytesOf = (data: Buffer | string | undefined): number => (data === undefined ? 0 : typeof data === "string" ? 3 * data.length : data.length);
 const bytesOf = (data: Buffer | string | undefined): number => (data === undefined ? 0 : typeof data === "string" ? Buffer.byteLength(data, "utf8") : data.length);
 
 /**
@@ -71,40 +77,45 @@ const bytesOf = (data: Buffer | string | undefined): number => (data === undefin
  * and its offsets committed: the rows were lost. Keyed records go where Kafka's default
  * partitioner puts them (murmur2 of the key, modulo the partition count); keyless ones are not
  * checked. A gap is retryable: the transaction aborts (exactly-once), the send is retried
- * (at-least-once).
+ * (at-least-once). Notes in `firstOffsets` the first offset the send wrote in each partition
+ * (the batch's base offset, as Kafka reports it).
  */
-/**
- * Checks that a send wrote every partition its messages went to (see below), and notes in
- * `written` the first offset it wrote in each (the batch's base offset, as Kafka reports it).
- */
-export function checkWritten(producer: LibraryProducer, messages: OutgoingMessage[], result: unknown, written?: Map<string, CommitOffset>): void {
+export function checkWritten(producer: LibraryProducer, messages: OutgoingMessage[], result: unknown, firstOffsets?: Map<string, CommitOffset>): void {
   const offsets = (result as { offsets?: Array<{ topic: string; partition: number; offset: bigint }> } | undefined)?.offsets;
   if (!offsets) return;
-  if (written) {
+  if (firstOffsets) {
     for (const o of offsets) {
       const key = `${o.topic}\u0000${o.partition}`;
-      const seen = written.get(key);
-      if (!seen || o.offset < seen.offset) written.set(key, { topic: o.topic, partition: o.partition, offset: BigInt(o.offset) });
+      const seen = firstOffsets.get(key);
+      if (!seen || o.offset < seen.offset) firstOffsets.set(key, { topic: o.topic, partition: o.partition, offset: BigInt(o.offset) });
     }
   }
-  const partitionsWritten = new Set(offsets.map((o) => `${o.topic}\u0000${o.partition}`));
   const metadata = (producer as unknown as { currentMetadata?: { topics: Map<string, { partitionsCount: number }> } }).currentMetadata;
-  // The usual case costs no hashing: every partition of each topic sent to was written.
-  const perTopic = new Map<string, number>();
-  for (const o of offsets) perTopic.set(o.topic, (perTopic.get(o.topic) ?? 0) + 1);
-  // Topics whose every partition was written, or whose partition count is unknown: nothing to check.
-  const complete = new Set<string>();
-  for (const [topic, n] of perTopic) if (n === metadata?.topics.get(topic)?.partitionsCount) complete.add(topic);
-  // Messages come in runs of one topic: its completeness is looked up once per run.
+  // Per topic sent to, which partitions were written (and how many): the usual case, every
+  // partition of the topic written, checks no record.
+  const perTopic = new Map<string, { written: Uint8Array; count: number }>();
+  for (const o of offsets) {
+    let topic = perTopic.get(o.topic);
+    if (!topic) perTopic.set(o.topic, (topic = { written: new Uint8Array(metadata?.topics.get(o.topic)?.partitionsCount ?? 0), count: 0 }));
+    if (o.partition < topic.written.length && topic.written[o.partition] === 0) {
+      topic.written[o.partition] = 1;
+      topic.count++;
+    }
+  }
+  // Messages come in runs of one topic: it is looked up once per run.
   let topic: string | undefined;
-  let topicComplete = false;
+  let written: Uint8Array | undefined;
   for (const m of messages) {
-    if (m.topic !== topic) topicComplete = complete.has(topic = m.topic);
-    if (topicComplete || (m.partition === undefined && m.key == null)) continue;
-    const count = metadata?.topics.get(m.topic)?.partitionsCount;
-    if (!count) continue;
-    const partition = m.partition !== undefined ? m.partition % count : partitionOfKey(m.key!, count);
-    if (!partitionsWritten.has(`${m.topic}\u0000${partition}`)) {
+    if (m.topic !== topic) {
+      topic = m.topic;
+      const count = metadata?.topics.get(topic)?.partitionsCount ?? 0;
+      const seen = perTopic.get(topic);
+      // Nothing to check: every partition written, or the partition count is unknown.
+      written = count === 0 || (seen && seen.count === count && seen.written.length === count) ? undefined : (seen?.written ?? new Uint8Array(count));
+    }
+    if (written === undefined || (m.partition === undefined && m.key == null)) continue;
+    const partition = m.partition !== undefined ? m.partition % written.length : m.hash !== undefined ? m.hash % written.length : partitionOfKey(m.key!, written.length);
+    if (written[partition] !== 1) {
       throw new FvError("KAFKA_RETRYABLE", `the client acknowledged a send that wrote nothing to ${m.topic}[${partition}] (${offsets.length} partitions written)`);
     }
   }

@@ -97,7 +97,7 @@ function fetchOffsetOf(requested: FetchRequestTopic[], topicId: string, partitio
  * Produce encoder (produce-encoder.ts) writes them straight into the request, with no Buffer of
  * their own, and the partitioner hashes a string key's UTF-8 bytes.
  */
-export function toMessage(r: OutboundRecord) {
+export function toMessage(r: OutboundRecord): OutgoingMessage {
   return {
     topic: r.topic,
     key: typeof r.key === "string" ? r.key : toBuffer(r.key),
@@ -107,7 +107,19 @@ export function toMessage(r: OutboundRecord) {
   };
 }
 
-export type OutgoingMessage = ReturnType<typeof toMessage>;
+export interface OutgoingMessage {
+  topic: string;
+  key: Buffer | string | undefined;
+  value: Buffer | string | undefined;
+  /** Explicit (a changelog, a watermark record), or undefined: the partitioner picks it. */
+  partition: number | undefined;
+  headers: Map<string, Buffer | string> | undefined;
+  /**
+   * Set by `partitioner`: the key's hash, before the library takes it modulo the partition count
+   * (checkWritten finds the partition a keyed record went to from it, with no second hash).
+   */
+  hash?: number;
+}
 
 /** The library's producer as the adapters use it: values may be strings (see toMessage). */
 export type LibraryProducer = Producer<Buffer | string, Buffer | string, string, Buffer | string>;
@@ -120,7 +132,8 @@ let keyless = 0;
  * where Java takes & 0x7fffffff: half the keys landed elsewhere than a Java producer puts them)
  * and hashed with BigInt (11% of an exactly-once pipeline's CPU). Keyless records go round.
  */
-export function partitioner(_message: unknown, key: Buffer | string | undefined): number {
+export function partitioner(message: object, key: Buffer | string | undefined): number {
   // An empty key is a key (Java hashes every non-null key): only a missing one goes round.
-  return key != null ? murmur2(key) & 0x7fffffff : (keyless = (keyless + 1) & 0x7fffffff);
+  if (key == null) return (keyless = (keyless + 1) & 0x7fffffff);
+  return ((message as Partial<OutgoingMessage>).hash = murmur2(key) & 0x7fffffff);
 }
