@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
 import { DynamicBuffer } from "@platformatic/dynamic-buffer";
 import { crc32c, produceV11, Reader, readRecordsBatches } from "@platformatic/kafka";
-import { chunkBySize } from "../../src/kafka/platformatic/producer.ts";
+import { chunkBySize, MAX_REQUEST_BYTES } from "../../src/kafka/platformatic/producer.ts";
 import { partitioner } from "../../src/kafka/platformatic/records.ts";
 import { encodeProduceV11, leanProduce, type ProduceMessage } from "../../src/kafka/platformatic/produce-encoder.ts";
 
@@ -150,17 +150,16 @@ describe("a send split into requests (chunkBySize)", () => {
     expect(flat(chunkBySize([c(0, 1), c(1, 2), c(0, 3), c(1, 4)]))).toEqual(["1", "3", "2", "4"]);
   });
 
-  test("a send well under the limit is one request, as it came; one that only looks small (multi-byte text) is counted and split", () => {
-    const messages = Array.from({ length: 100 }, (_, i) => row(i));
-    const chunks = chunkBySize(messages);
-    expect(chunks).toHaveLength(1);
-    expect(chunks[0]).toBe(messages);
-    // 40 × 20,000 UTF-16 units of 3 UTF-8 bytes each: 2.4 MB, though the strings' lengths add to 800k.
+  test("bytes are counted from above (3 per UTF-16 unit) with no UTF-8 encoding: multi-byte text stays under the limit too", () => {
+    // 40 × 20,000 units of 3 UTF-8 bytes each: 2.4 MB in all.
     const wide = Array.from({ length: 40 }, (_, i) => ({ topic: "t", key: `k${i}`, value: "€".repeat(20_000) }));
     const split = chunkBySize(wide);
-    expect(split.length).toBeGreaterThanOrEqual(5);
-    for (const chunk of split) expect(chunk.reduce((n, m) => n + Buffer.byteLength(m.value), 0)).toBeLessThanOrEqual(512 * 1024);
+    expect(split.length).toBe(3);
+    for (const chunk of split) expect(chunk.reduce((n, m) => n + Buffer.byteLength(m.value) + 64, 0)).toBeLessThanOrEqual(MAX_REQUEST_BYTES);
     expect(split.flat().map((m) => m.key)).toEqual(wide.map((m) => m.key));
+    // Headers count: a dead letter's are most of it.
+    const headed = Array.from({ length: 100 }, (_, i) => ({ topic: "t", key: `k${i}`, value: "v", headers: new Map([["fv.error.message", "x".repeat(5_000)]]) }));
+    expect(chunkBySize(headed).length).toBe(2);
   });
 
   test("large sends are split under the request limit, in order", () => {
