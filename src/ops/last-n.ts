@@ -203,11 +203,13 @@ class LastN extends StatefulOperator<Recent> {
    * State beyond memory (see Operator.spill). Not with expireAfterMs: its expiries are a timer per
    * group in memory.
    */
-  spill(source: StateSource, cacheKeys: number): boolean {
+  spill(source: StateSource, cacheKeys: number, options: { resident?: boolean } = {}): boolean {
     if (this.#c.expireAfterMs !== undefined) return false;
     this.state.ready();
     this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
+    // Every group in memory: pinned until the source has every drain so far (those carried no stamp).
+    if (options.resident) for (const g of this.#groups.values()) g.drainedAt = this.state.drains;
     return true;
   }
 

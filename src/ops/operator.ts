@@ -119,8 +119,13 @@ export interface Operator {
    * last commit). Call after `restore` of the bookkeeping entries only (the "meta" key), before the
    * first process() or advance(). False (and nothing changes) when this configuration cannot spill.
    * Absent on operators that keep all their state in memory.
+   *
+   * With `resident`, later instead: every entity is in memory (restored whole, and processed
+   * since), and `source` holds the restored state (written behind the restore). Nothing is read
+   * from `source` that memory lacks, and every entity stays until the source has every drain taken
+   * so far (`settled(drains)`), as a changed one would.
    */
-  spill?(source: StateSource, cacheKeys: number): boolean;
+  spill?(source: StateSource, cacheKeys: number, options?: { resident?: boolean }): boolean;
   /** How many times drainChanges() ran: pass it to `settled` once that drain's changes are in the source. */
   readonly drains?: number;
   /** Every change of drains 1..`drains` is now committed in the source: entities unchanged since may leave memory. */

@@ -338,11 +338,18 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   readonly #decoder = (r: StateReader, value: unknown) => this.#decode(r, value);
 
-  spill(source: StateSource, cacheKeys: number): boolean {
+  spill(source: StateSource, cacheKeys: number, options: { resident?: boolean } = {}): boolean {
     this.state.ready();
     this.#decodeAll();
     this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
+    if (options.resident) {
+      // Every live window is in memory: no start is cold. (The source may still hold windows fired
+      // since the restore, until their tombstones land: never read, as their starts are closed.)
+      // Pinned until the source has every drain so far: one taken before now carried no stamp.
+      for (const w of this.#live()) w.drainedAt = this.state.drains;
+      return true;
+    }
     // Every window start the store holds, one cursor seek per start (keys sort by start's text).
     for (let key = source.firstKeyFrom("w:"); key !== undefined && key.startsWith("w:");) {
       const colon = key.indexOf(":", 2);
