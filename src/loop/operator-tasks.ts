@@ -30,6 +30,12 @@ export interface Task {
   repairs?: StoreChange[];
   /** The operator's state bytes when last walked (stateSize), and when to walk again: see STATE_BYTES_MS. */
   bytes?: { value: number; next: number };
+  /**
+   * The store written behind the restore (`DecodedState.writeBehind`): the last write queued, which
+   * the next waits for. The restore's own write waits for the restores under way, so the store's
+   * writes keep their order while the first of them is held back.
+   */
+  writes?: Promise<unknown>;
 }
 
 /** One partition's restore under way, for /status and the log. */
@@ -51,6 +57,9 @@ export interface RestoreProgress {
 
 /** How long a task let go of in a rebalance still answers reads (marked stale). */
 const RETIRED_READS_MS = 30_000;
+
+/** How long a store written behind its restore waits for the other restores under way, at most. */
+const WRITE_BEHIND_MAX_WAIT_MS = 5_000;
 
 /** A long restore logs its progress this often. */
 const RESTORE_LOG_MS = 5000;
@@ -231,6 +240,8 @@ export class OperatorTasks {
    * restore ran (tasks restore in parallel, so their own times would add up to more than that).
    */
   #restoring = 0;
+  /** Waiting for no restore to be under way (a store written behind its restore). */
+  #restoresDone: Array<() => void> = [];
   #restoringSince = 0;
   /**
    * Per partition, how many times it was released (revoked or no longer owned). A restore begun
@@ -262,6 +273,18 @@ export class OperatorTasks {
     return this.#tasks.get(stage.index, partition);
   }
 
+  /** Resolves once no restore is under way, or after WRITE_BEHIND_MAX_WAIT_MS. */
+  #restoresOver(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(done, WRITE_BEHIND_MAX_WAIT_MS);
+      this.#restoresDone.push(done);
+    });
+  }
+
   /** The task of (stage, partition), restored from the state topic on first use. */
   task(stage: CompiledStage, partition: number): Promise<Task> {
     const existing = this.#tasks.get(stage.index, partition);
@@ -270,7 +293,10 @@ export class OperatorTasks {
     if (!loading) {
       if (this.#restoring++ === 0) this.#restoringSince = Date.now();
       const started = this.#load(stage, partition).finally(() => {
-        if (--this.#restoring === 0) this.counters.restoreMs += Date.now() - this.#restoringSince;
+        if (--this.#restoring === 0) {
+          this.counters.restoreMs += Date.now() - this.#restoringSince;
+          for (const wake of this.#restoresDone.splice(0)) wake();
+        }
         if (this.#loading.get(stage.index, partition) === started) this.#loading.delete(stage.index, partition);
       });
       this.#loading.set(stage.index, partition, (loading = started));
@@ -592,10 +618,15 @@ export class OperatorTasks {
       // The tail read goes into the store, which then covers the changelog up to its end (a
       // spilling restore wrote it already).
       if (store && !read.lazy && (read.writeBehind || records.length > 0 || (topicId !== undefined && store.topicId === undefined))) {
-        const write = store.write(read.changes, read.storeCovers ?? 0n, topicId);
+        // Written behind (an empty store): once no restore is under way (the parse and the puts
+        // take this thread; the other partitions' restores go first), or after WRITE_BEHIND_MAX_WAIT_MS.
+        const write = read.writeBehind
+          ? this.#restoresOver().then(() => store.write(read.changes, read.storeCovers ?? 0n, topicId))
+          : store.write(read.changes, read.storeCovers ?? 0n, topicId);
+        if (read.writeBehind) task.writes = write.catch(() => false);
         this.#track(write);
-        // Written behind the restore (an empty store): the operator spills from now on, once the
-        // store holds what it restored, if it is still this partition's task.
+        // The operator spills from now on, once the store holds what it restored, if it is still
+        // this partition's task.
         if (read.writeBehind) {
           void write.then((done) => {
             if (done && this.#tasks.get(stage.index, partition) === task) op.spill?.(entitySource(store), this.#options.cacheKeys!, { resident: true });
@@ -822,7 +853,11 @@ export class OperatorTasks {
     const firsts = new Map<number, bigint>();
     for (const w of written ?? []) if (w.topic === this.#options.stateTopic) firsts.set(w.partition, w.offset);
     for (const { task, changes, drains } of drained) {
-      const write = task.store!.write(changes, firsts.get(task.partition));
+      const store = task.store!;
+      const first = firsts.get(task.partition);
+      // Behind the restore's write when it was held back (and behind each other, in order).
+      const write = task.writes ? task.writes.then(() => store.write(changes, first)) : store.write(changes, first);
+      if (task.writes) task.writes = write.catch(() => false);
       this.#track(write);
       // A spilling operator may now let go of what this drain wrote (the store holds it).
       if (task.op.settled) void write.then((done) => done && task.op.settled!(drains), () => {});
@@ -954,7 +989,7 @@ export class OperatorTasks {
     for (const [stage, partition, { until }] of this.#retired.entries()) if (until <= now) this.#retired.delete(stage, partition);
     for (const task of this.#tasks.values()) {
       if (!released.has(task.partition)) continue;
-      this.#closeLater(task.store);
+      this.#closeLater(task.store, task.writes);
       this.#retired.set(task.stage.index, task.partition, { task, until: now + RETIRED_READS_MS });
     }
     this.#tasks.deleteWhere((_, partition) => released.has(partition));
@@ -965,7 +1000,7 @@ export class OperatorTasks {
 
   /** Drops every task: the next rows restore them from the last checkpoint (after an abort). */
   clear(): void {
-    for (const task of this.#tasks.values()) this.#closeLater(task.store);
+    for (const task of this.#tasks.values()) this.#closeLater(task.store, task.writes);
     // Their state may hold what the abort undid.
     this.#retired.deleteWhere(() => true);
     this.#tasks.clear();
@@ -977,9 +1012,10 @@ export class OperatorTasks {
   /** Stores let go of without waiting (released, dropped, a failed restore): close waits for them. */
   readonly #closing = new Set<Promise<void>>();
 
-  #closeLater(store: LocalStateStore | undefined): void {
+  /** Closes `store` after `writes`, the writes still held back behind its restore's (Task.writes). */
+  #closeLater(store: LocalStateStore | undefined, writes?: Promise<unknown>): void {
     if (!store) return;
-    const closing = store.close();
+    const closing = writes ? writes.then(() => store.close()) : store.close();
     this.#closing.add(closing);
     void closing.finally(() => this.#closing.delete(closing));
   }
@@ -990,7 +1026,7 @@ export class OperatorTasks {
    * a Worker is torn down crashes the process (SIGSEGV on exit, seen under Bun).
    */
   async close(): Promise<void> {
-    await Promise.all([...this.#tasks.values().map((task) => task.store?.close()), ...this.#closing]);
+    await Promise.all([...this.#tasks.values().map((task) => (task.writes ? task.writes.then(() => task.store?.close()) : task.store?.close())), ...this.#closing]);
   }
 }
 

@@ -352,14 +352,18 @@ export class LocalStateStore {
    */
   write(changes: readonly StoreChange[], covered?: bigint, topicId?: string): Promise<boolean> {
     if (this.#closed) return Promise.resolve(false);
-    let values: unknown[];
-    try {
-      values = changes.map((c) => (c.value === null ? null : JSON.parse(c.value)));
-    } catch (error) {
-      return Promise.reject(new FvError("STATE_CORRUPTED", `local state store ${this.path}: a changelog value to store is not JSON (${(error as Error).message})`, { cause: error }));
-    }
+    // The values are parsed in the transaction, when LMDB runs it (after the caller's turn: a
+    // restore written behind hands over the whole state, and its parse no longer delays the task).
+    let corrupt: Error | undefined;
     const written = this.#state.transaction(() => {
       if (this.#meta.get(OWNER) !== this.#owner) return false;
+      let values: unknown[];
+      try {
+        values = changes.map((c) => (c.value === null ? null : JSON.parse(c.value)));
+      } catch (error) {
+        corrupt = new FvError("STATE_CORRUPTED", `local state store ${this.path}: a changelog value to store is not JSON (${(error as Error).message})`, { cause: error });
+        return false;
+      }
       for (let i = 0; i < changes.length; i++) {
         if (values[i] === null) void this.#state.remove(changes[i]!.key);
         else void this.#state.put(changes[i]!.key, values[i]);
@@ -369,6 +373,7 @@ export class LocalStateStore {
       return true;
     }).then(
       (done) => {
+        if (corrupt) throw corrupt;
         if (done && covered !== undefined && !this.#closed) writeCheckpoint(this.path, this.identity, covered, this.topicId);
         return done;
       },
