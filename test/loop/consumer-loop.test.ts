@@ -19,7 +19,8 @@ function plan(env: Record<string, string>): LoopPlan {
     groupId: "fv-stream-p",
     topology: { stages: [{ inputs: ["in"], output: "out", steps: [{ op: "select", columns: ["id"] }] }] },
     bindings: { in: binding("in"), out: binding("out") },
-    settings: parseSettings({ STREAM_POLL_TIMEOUT_MS: "10", ...env }),
+    // Stateless, and no store left under the working directory for other tests to find.
+    settings: parseSettings({ STREAM_POLL_TIMEOUT_MS: "10", STREAM_STATE_DIR: "off", ...env }),
     kafkaClient: "scripted",
     consumerIndex: 0,
     instanceId: "t",

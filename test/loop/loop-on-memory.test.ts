@@ -5,7 +5,10 @@
  * watermarks across a repartition hop. Each test reads what the loop left in Kafka (outputs,
  * dead letters, committed offsets, the journal) and its counters, exactly.
  */
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { compileTopology } from "../../src/topology/compile-topology.ts";
 import { planKeying } from "../../src/topology/keying.ts";
 import { parseSettings } from "../../src/control/settings.ts";
@@ -25,13 +28,26 @@ const decoder = new TextDecoder();
 const binding = (topic: string, policy: Record<string, string> = {}): TopicBinding =>
   ({ apiName: topic, topic, brokers: "memory:1", policy, source: "kafka", sink: "kafka" }) as unknown as TopicBinding;
 
+/**
+ * Each plan's local state stores in a directory of their own: the default, `.fv-state/p` under
+ * the working directory, outlived the test (and the run), and a later test restored from a store
+ * that covered another in-memory cluster's changelog (the checkpoint-order test failed about one
+ * run in three).
+ */
+const stateDirs: string[] = [];
+afterAll(() => {
+  for (const dir of stateDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
 function planOf(topology: Topology, env: Record<string, string>, options: { deadLetter?: string; hops?: Record<number, HopPlan> } = {}): LoopPlan {
+  const stateDir = mkdtempSync(join(tmpdir(), "fv-loop-state-"));
+  stateDirs.push(stateDir);
   return {
     pipeline: PIPELINE,
     groupId: GROUP,
     topology,
     bindings: { in: binding("in", options.deadLetter ? { deadLetter: options.deadLetter } : {}), out: binding("out") },
-    settings: parseSettings({ STREAM_POLL_TIMEOUT_MS: "10", STREAM_CHECKPOINT_INTERVAL_MS: "50", ...env }),
+    settings: parseSettings({ STREAM_POLL_TIMEOUT_MS: "10", STREAM_CHECKPOINT_INTERVAL_MS: "50", STREAM_STATE_DIR: stateDir, ...env }),
     kafkaClient: "memory",
     consumerIndex: 0,
     instanceId: "t",
