@@ -209,7 +209,13 @@ class LastN extends StatefulOperator<Recent> {
     this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
     // Every group in memory: pinned until the source has every drain so far (those carried no stamp).
-    if (options.resident) for (const g of this.#groups.values()) g.drainedAt = this.state.drains;
+    // Counted as stored (stateSize) once in the changelog.
+    if (options.resident) {
+      for (const g of this.#groups.values()) {
+        g.drainedAt = this.state.drains;
+        g.inSource = g.persisted;
+      }
+    }
     return true;
   }
 

@@ -347,7 +347,12 @@ class WindowedAggregate extends StatefulOperator<Window> {
       // Every live window is in memory: no start is cold. (The source may still hold windows fired
       // since the restore, until their tombstones land: never read, as their starts are closed.)
       // Pinned until the source has every drain so far: one taken before now carried no stamp.
-      for (const w of this.#live()) w.drainedAt = this.state.drains;
+      // Counted as stored (stateSize) once in the changelog: the store has them, or will once the
+      // writes under way land.
+      for (const w of this.#live()) {
+        w.drainedAt = this.state.drains;
+        w.inSource = w.persisted;
+      }
       return true;
     }
     // Every window start the store holds, one cursor seek per start (keys sort by start's text).

@@ -190,6 +190,8 @@ describe("windowedAggregate spilling to a StateSource", () => {
     op.process({ ts: 6, g: "a", x: 1 }, 6, 0);
     const second = op.drainChanges(); // drain 2 is not yet
     op.spill!(source, 1, { resident: true });
+    // Each window counted once: a, b and c are in the changelog (the store has them or will).
+    expect(op.stateSize().keys).toBe(3);
     // Nothing is read from the source while memory holds every window: a new group's window is new.
     op.process({ ts: 7, g: "d", x: 1 }, 7, 0);
     expect(op.cacheStats!()!.misses).toBe(0);
