@@ -35,7 +35,7 @@ export interface Task {
    * the next waits for. The restore's own write waits for the restores under way, so the store's
    * writes keep their order while the first of them is held back.
    */
-  writes?: Promise<unknown>;
+  writes?: Promise<boolean>;
 }
 
 /** One partition's restore under way, for /status and the log. */
@@ -281,6 +281,7 @@ export class OperatorTasks {
         resolve();
       };
       const timer = setTimeout(done, WRITE_BEHIND_MAX_WAIT_MS);
+      (timer as { unref?: () => void }).unref?.();
       this.#restoresDone.push(done);
     });
   }
@@ -483,7 +484,9 @@ export class OperatorTasks {
     // memory as with no store, and the store written behind it (#install), not before the task
     // starts. (Writing 75k keys into LMDB took 110-200 ms of this thread: a new machine's restore
     // ran at half the rate of one with the store off.)
-    const writeBehind = lazy && store !== undefined && store.keys === 0 && latest.length <= (this.#options.cacheKeys ?? 0);
+    let entities = 0;
+    for (const { stateKey } of latest) if (stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY) entities++;
+    const writeBehind = lazy && store !== undefined && store.keys === 0 && entities <= (this.#options.cacheKeys ?? 0);
     if (writeBehind) lazy = false;
     // The local store first: what the changelog's tail changed again replaces it.
     let fromStore = 0;
@@ -623,13 +626,21 @@ export class OperatorTasks {
         const write = read.writeBehind
           ? this.#restoresOver().then(() => store.write(read.changes, read.storeCovers ?? 0n, topicId))
           : store.write(read.changes, read.storeCovers ?? 0n, topicId);
-        if (read.writeBehind) task.writes = write.catch(() => false);
+        // A write that failed or was refused stops the ones queued behind it: a checkpoint's write
+        // on a store without the restored state would make it cover what it does not hold.
+        if (read.writeBehind) task.writes = write.then((done) => done, () => false);
         this.#track(write);
         // The operator spills from now on, once the store holds what it restored, if it is still
-        // this partition's task.
+        // this partition's task. (Spilling decodes every restored value: one that does not decode
+        // fails the stream as a store error would, not as an unhandled rejection.)
         if (read.writeBehind) {
           void write.then((done) => {
-            if (done && this.#tasks.get(stage.index, partition) === task) op.spill?.(entitySource(store), this.#options.cacheKeys!, { resident: true });
+            if (!done || this.#tasks.get(stage.index, partition) !== task) return;
+            try {
+              op.spill?.(entitySource(store), this.#options.cacheKeys!, { resident: true });
+            } catch (error) {
+              this.onStoreError?.(error instanceof FvError ? error : new FvError("STATE_CORRUPTED", (error as Error).message, { cause: error }));
+            }
           }, () => {});
         }
       }
@@ -856,8 +867,8 @@ export class OperatorTasks {
       const store = task.store!;
       const first = firsts.get(task.partition);
       // Behind the restore's write when it was held back (and behind each other, in order).
-      const write = task.writes ? task.writes.then(() => store.write(changes, first)) : store.write(changes, first);
-      if (task.writes) task.writes = write.catch(() => false);
+      const write = task.writes ? task.writes.then((ok) => (ok ? store.write(changes, first) : false)) : store.write(changes, first);
+      if (task.writes) task.writes = write.then((done) => done, () => false);
       this.#track(write);
       // A spilling operator may now let go of what this drain wrote (the store holds it).
       if (task.op.settled) void write.then((done) => done && task.op.settled!(drains), () => {});
@@ -1026,6 +1037,8 @@ export class OperatorTasks {
    * a Worker is torn down crashes the process (SIGSEGV on exit, seen under Bun).
    */
   async close(): Promise<void> {
+    // Stores written behind their restore need not wait for restores that no longer matter.
+    for (const wake of this.#restoresDone.splice(0)) wake();
     await Promise.all([...this.#tasks.values().map((task) => (task.writes ? task.writes.then(() => task.store?.close()) : task.store?.close())), ...this.#closing]);
   }
 }

@@ -360,6 +360,36 @@ describe.each([
     await second.tasks.close();
   });
 
+  test.if(cacheKeys !== undefined)("a store written behind its restore whose write fails takes no checkpoint after it: it never covers state it does not hold", async () => {
+    const { log, reads, append, admin } = changelog();
+    // Another machine wrote the changelog.
+    const first = tasksOn(admin, tempDir());
+    const t1 = await first.tasks.task(stage, 0);
+    feed(first.tasks, t1, ["a"], 0);
+    let drained = first.tasks.drainChangelog();
+    first.tasks.persist(drained, append(drained));
+    await first.tasks.close();
+    // Its window of "a" no longer decodes: the write behind the restore fails (STATE_CORRUPTED).
+    const at = log.findIndex((r) => new TextDecoder().decode(r.key!).includes("w:"));
+    log[at] = { ...log[at]!, value: encoder.encode("not json") };
+    // A new machine: an empty store, written behind the restore.
+    const dir = tempDir();
+    const second = tasksOn(admin, dir);
+    const errors: string[] = [];
+    second.tasks.onStoreError = (error) => void errors.push(error.code);
+    const t2 = await second.tasks.task(stage, 0);
+    feed(second.tasks, t2, ["b"], 1);
+    drained = second.tasks.drainChangelog();
+    second.tasks.persist(drained, append(drained));
+    await second.tasks.close();
+    expect(errors).toEqual(["STATE_CORRUPTED"]);
+    // The checkpoint queued behind it was not written: the next restore reads the whole changelog.
+    const third = tasksOn(admin, dir);
+    await third.tasks.task(stage, 0);
+    expect(reads.at(-1)).toBeUndefined();
+    await third.tasks.close();
+  });
+
   test.if(cacheKeys !== undefined)("windows leave memory once their checkpoint is in the store, come back when a row needs them, and every window fires once with its exact count", async () => {
     const dir = tempDir();
     const { append, admin } = changelog();
