@@ -623,12 +623,8 @@ export class OperatorTasks {
       if (store && !read.lazy && (read.writeBehind || records.length > 0 || (topicId !== undefined && store.topicId === undefined))) {
         // Written behind (an empty store): once no restore is under way (the parse and the puts
         // take this thread; the other partitions' restores go first), or after WRITE_BEHIND_MAX_WAIT_MS.
-        const write = read.writeBehind
-          ? this.#restoresOver().then(() => store.write(read.changes, read.storeCovers ?? 0n, topicId))
-          : store.write(read.changes, read.storeCovers ?? 0n, topicId);
-        // A write that failed or was refused stops the ones queued behind it: a checkpoint's write
-        // on a store without the restored state would make it cover what it does not hold.
-        if (read.writeBehind) task.writes = write.then((done) => done, () => false);
+        if (read.writeBehind) task.writes = this.#restoresOver().then(() => true);
+        const write = this.#storeWrite(task, () => store.write(read.changes, read.storeCovers ?? 0n, topicId));
         this.#track(write);
         // The operator spills from now on, once the store holds what it restored, if it is still
         // this partition's task. (Spilling decodes every restored value: one that does not decode
@@ -864,15 +860,24 @@ export class OperatorTasks {
     const firsts = new Map<number, bigint>();
     for (const w of written ?? []) if (w.topic === this.#options.stateTopic) firsts.set(w.partition, w.offset);
     for (const { task, changes, drains } of drained) {
-      const store = task.store!;
-      const first = firsts.get(task.partition);
-      // Behind the restore's write when it was held back (and behind each other, in order).
-      const write = task.writes ? task.writes.then((ok) => (ok ? store.write(changes, first) : false)) : store.write(changes, first);
-      if (task.writes) task.writes = write.then((done) => done, () => false);
+      const write = this.#storeWrite(task, () => task.store!.write(changes, firsts.get(task.partition)));
       this.#track(write);
       // A spilling operator may now let go of what this drain wrote (the store holds it).
       if (task.op.settled) void write.then((done) => done && task.op.settled!(drains), () => {});
     }
+  }
+
+  /**
+   * A write into the task's store: at once, or, while the store is written behind its restore
+   * (Task.writes), after the writes queued before it. A write that failed or was refused there
+   * stops the ones behind it: a checkpoint's write on a store without the restored state would
+   * make it cover what it does not hold.
+   */
+  #storeWrite(task: Task, write: () => Promise<boolean>): Promise<boolean> {
+    if (!task.writes) return write();
+    const next = task.writes.then((ok) => (ok ? write() : false));
+    task.writes = next.then((done) => done, () => false);
+    return next;
   }
 
   /** A store write's failure (disk full, read-only) is fatal: it reaches the loop through this. */
@@ -1026,7 +1031,7 @@ export class OperatorTasks {
   /** Closes `store` after `writes`, the writes still held back behind its restore's (Task.writes). */
   #closeLater(store: LocalStateStore | undefined, writes?: Promise<unknown>): void {
     if (!store) return;
-    const closing = writes ? writes.then(() => store.close()) : store.close();
+    const closing = closeAfter(store, writes);
     this.#closing.add(closing);
     void closing.finally(() => this.#closing.delete(closing));
   }
@@ -1039,7 +1044,10 @@ export class OperatorTasks {
   async close(): Promise<void> {
     // Stores written behind their restore need not wait for restores that no longer matter.
     for (const wake of this.#restoresDone.splice(0)) wake();
-    await Promise.all([...this.#tasks.values().map((task) => (task.writes ? task.writes.then(() => task.store?.close()) : task.store?.close())), ...this.#closing]);
+    await Promise.all([...this.#tasks.values().map((task) => task.store && closeAfter(task.store, task.writes)), ...this.#closing]);
   }
 }
+
+/** Closes `store` once `writes` (those held back behind its restore's, Task.writes) are done. */
+const closeAfter = (store: LocalStateStore, writes: Promise<unknown> | undefined): Promise<void> => (writes ? writes.then(() => store.close()) : store.close());
 

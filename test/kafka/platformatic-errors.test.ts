@@ -139,9 +139,15 @@ describe("a send the library acknowledged must have written to every partition i
 
   test("a topic with every partition written checks no record; a partition count the client does not know checks none either", () => {
     const all = { offsets: Array.from({ length: 8 }, (_, partition) => ({ topic: "out", partition, offset: 0n })) };
-    // A hash that could not be right (no partition 9 of 8): not looked at, every partition was written.
-    expect(() => checkWritten(producer, [{ ...keyed("a"), hash: 9 }], all)).not.toThrow();
-    expect(() => checkWritten(producer, [{ ...keyed("a"), topic: "unknown" }], { offsets: [] })).not.toThrow();
+    // A record whose hash and key count their reads: none, every partition was written.
+    let reads = 0;
+    const counted = (topic: string) => ({ topic, value: "v", partition: undefined, headers: undefined, get hash() { reads++; return 3; }, get key() { reads++; return "a"; } });
+    expect(() => checkWritten(producer, [counted("out")], all)).not.toThrow();
+    expect(() => checkWritten(producer, [counted("unknown")], { offsets: [] })).not.toThrow();
+    expect(reads).toBe(0);
+    // The same record in a send that missed its partition is looked at, and fails.
+    expect(() => checkWritten(producer, [counted("out")], { offsets: [{ topic: "out", partition: 0, offset: 0n }] })).toThrow("wrote nothing to out[3]");
+    expect(reads).toBeGreaterThan(0);
   });
 });
 

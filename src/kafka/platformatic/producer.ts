@@ -115,7 +115,7 @@ export function checkWritten(producer: LibraryProducer, messages: OutgoingMessag
       const count = metadata?.topics.get(topic)?.partitionsCount ?? 0;
       const seen = perTopic.get(topic);
       // Nothing to check: every partition written, or the partition count is unknown.
-      written = count === 0 || (seen && seen.count === count && seen.written.length === count) ? undefined : (seen?.written ?? new Uint8Array(count));
+      written = count === 0 || seen?.count === count ? undefined : (seen?.written ?? new Uint8Array(count));
     }
     if (written === undefined || (m.partition === undefined && m.key == null)) continue;
     const partition = m.partition !== undefined ? m.partition % written.length : m.hash !== undefined ? m.hash % written.length : partitionOfKey(m.key!, written.length);
