@@ -6,6 +6,12 @@
  * row per partition, which closes them all), so the hop's second trip through Kafka is inside the
  * time. Three interleaved rounds; medians and the ratio are printed, nothing is asserted.
  *
+ * A third run in each round, `copy`, measures what the hop adds, on its own: every row consumed,
+ * parsed and produced to an output topic unchanged (a filter that keeps every row), which is the
+ * hop's extra trip through Kafka (its produce, its consume and its second parse). A hop costs at
+ * least that on this one thread, so the ratio cannot pass copy ÷ (copy + without hop); the
+ * bound is printed next to the ratio.
+ *
  *   node_modules/.bin/bun bench/repartition.ts [rows=200000] [consumers=1]
  */
 import type { OutboundRecord } from "../src/kafka/port.ts";
@@ -48,16 +54,21 @@ async function load(topic: string): Promise<number> {
 
 const input = nextName("bench-hop-in");
 const expectedWindows = await load(input);
-const rates: Record<"hop" | "noHop", number[]> = { hop: [], noHop: [] };
+const rates: Record<"hop" | "noHop" | "copy", number[]> = { hop: [], noHop: [], copy: [] };
+const rows = ROWS + 4;
 for (let round = 0; round < 3; round++) {
-  for (const variant of ["noHop", "hop"] as const) {
-    const rate = await timeEngine(input, ROWS, [step(variant === "hop" ? undefined : false)], { STREAM_CONSUMERS: CONSUMERS }, (m) => m.emitted >= expectedWindows);
+  for (const variant of ["noHop", "hop", "copy"] as const) {
+    const rate = variant === "copy"
+      ? await timeEngine(input, rows, [{ op: "filter", expression: "price >= 0" }], { STREAM_CONSUMERS: CONSUMERS }, (m) => m.emitted >= rows)
+      : await timeEngine(input, ROWS, [step(variant === "hop" ? undefined : false)], { STREAM_CONSUMERS: CONSUMERS }, (m) => m.emitted >= expectedWindows);
     rates[variant].push(rate);
   }
 }
 const hop = median(rates.hop);
 const noHop = median(rates.noHop);
+const copy = median(rates.copy);
 console.log(`repartition hop cost (${runtimeName()}, ${ROWS.toLocaleString("en")} rows, ${expectedWindows.toLocaleString("en")} windows, ${CONSUMERS} consumer(s), median of 3)`);
 console.log(`  without hop (repartition = false) ${fmt(noHop)} rows/s`);
 console.log(`  with hop                          ${fmt(hop)} rows/s   ratio ${(hop / noHop).toFixed(2)}`);
+console.log(`  copy (consume, parse, produce)    ${fmt(copy)} rows/s   bound on the ratio: copy / (copy + without hop) = ${(copy / (copy + noHop)).toFixed(2)}; the hop's own extra cost ${((1 / hop - 1 / noHop - 1 / copy) * 1e6).toFixed(2)} µs/row beyond a copy`);
 process.exit(0);

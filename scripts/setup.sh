@@ -44,7 +44,7 @@ if [ ! -x node_modules/.bin/bun ] || [ ! -x node_modules/.bin/deno ] || [ ! -x n
 fi
 
 # 2. Whether Node can load the addon, checked once per install. When it cannot, ONE line says
-#    why; Node then runs with the pure-JS client (STREAM_KAFKA_CLIENT=auto).
+#    why. Only STREAM_KAFKA_CLIENT=confluent uses it (auto, the default, is the pure-JS client).
 if [ ! -f "$addon_stamp" ]; then
   if ! command -v node >/dev/null 2>&1; then
     echo "no: node is not installed (node_modules/.bin/node comes from npm ci)" >"$addon_stamp"
@@ -66,7 +66,7 @@ if [ ! -f "$addon_stamp" ]; then
     echo "no: $reason" >"$addon_stamp"
   fi
   case "$(cat "$addon_stamp")" in
-    no:*) echo "setup: the librdkafka addon is not available ($(cut -c5- "$addon_stamp")); Node uses the pure-JS client, Bun and Deno are unaffected; to build it: CKJS_LINKING=dynamic npm rebuild @confluentinc/kafka-javascript" >&2 ;;
+    no:*) echo "setup: the librdkafka addon is not available ($(cut -c5- "$addon_stamp")); only STREAM_KAFKA_CLIENT=confluent (Node) needs it; the default pure-JS client is unaffected; to build it: CKJS_LINKING=dynamic npm rebuild @confluentinc/kafka-javascript" >&2 ;;
   esac
 fi
 

@@ -93,7 +93,8 @@ const NODE_MAIN = "dist/runtime/cli/main.js";
 const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Record<string, string>; unavailable?: string; optIn?: boolean }> = [
   { id: "bun", label: "Bun", argv: [bin("bun"), "runtime/cli/main.ts", "run"] },
   { id: "deno", label: "Deno", argv: [bin("deno"), "run", "-A", "runtime/cli/main.ts", "run"] },
-  // Node 20 runs the tsc build (npm run bench:peers builds it), with the librdkafka adapter
+  // Node runs the tsc build (npm run bench:peers builds it). With librdkafka: opt in with
+  // BENCH_ENGINES=fv-node-alos,fv-node-eos (the 30-minute budget has room for one Node engine)
   {
     id: "node",
     label: "Node + librdkafka",
@@ -101,15 +102,15 @@ const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Recor
     env: { STREAM_KAFKA_CLIENT: "confluent" },
     unavailable: !ADDON.startsWith("yes:") ? `the librdkafka addon is not available (${ADDON.replace(/^no: /, "")})`
       : !existsSync(join(ROOT, NODE_MAIN)) ? `${NODE_MAIN} is missing (npm run build)` : undefined,
+    optIn: true,
   },
-  // Node with the pure-JS client, as on Bun and Deno: opt in with BENCH_ENGINES=fv-node-pjs-alos,fv-node-pjs-eos
+  // Node with its default, the pure-JS client, as on Bun and Deno
   {
     id: "node-pjs",
     label: "Node + pure-JS",
     argv: ["node", NODE_MAIN, "run"],
     env: { STREAM_KAFKA_CLIENT: "platformatic" },
     unavailable: !existsSync(join(ROOT, NODE_MAIN)) ? `${NODE_MAIN} is missing (npm run build)` : undefined,
-    optIn: true,
   },
 ];
 

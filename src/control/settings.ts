@@ -120,7 +120,7 @@ export const settingsTable: Array<[name: string, meaning: string, fallback: stri
   ["STREAM_STATE_DIR", "where the local state stores live (LMDB, one per stateful stage and partition): a restart reads only the changelog's tail; off = memory and changelog only", ".fv-state/<pipeline> under the working directory"],
   ["STREAM_LATE_ROWS", "drop | deadLetter: rows older than their window's close are counted, then dropped or dead-lettered", "drop"],
   ["STREAM_REPARTITION_PARTITIONS", "partitions of each repartition topic fv-repartition-<name>-<stage>; 0: as many as the stage's widest input", "0"],
-  ["STREAM_KAFKA_CLIENT", "auto | platformatic | confluent: the Kafka client; auto = librdkafka on Node when its addon loads, else the pure-JS client", "auto"],
+  ["STREAM_KAFKA_CLIENT", "auto | platformatic | confluent: the Kafka client; auto = the pure-JS client on every runtime; confluent = librdkafka, Node only, when its addon loads", "auto"],
 ];
 
 /**

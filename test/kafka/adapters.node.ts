@@ -42,6 +42,14 @@ const values = (records: InboundRecord[]) => records.map((r) => text(r.value)!).
 const byPartition = (a: { topic: string; partition: number }, b: { topic: string; partition: number }) =>
   a.topic.localeCompare(b.topic) || a.partition - b.partition;
 
+describe("choosing the client", () => {
+  test("auto is the pure-JS client on Node too, and names how to ask for librdkafka", async () => {
+    const auto = await resolveKafkaClient("auto");
+    assert.equal(auto.name, "platformatic");
+    assert.match(auto.detail, /STREAM_KAFKA_CLIENT=confluent for librdkafka\)$/);
+  });
+});
+
 for (const adapter of ADAPTERS) {
   let client: KafkaClient | undefined;
   let skip: string | false = false;
