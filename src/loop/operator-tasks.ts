@@ -480,13 +480,16 @@ export class OperatorTasks {
       latest.push({ stateKey: key.slice(prefix.length), record });
     }
     latest.reverse();
-    // An empty store (a new machine, a store rebuilt) whose state fits the cache: restored into
-    // memory as with no store, and the store written behind it (#install), not before the task
-    // starts. (Writing 75k keys into LMDB took 110-200 ms of this thread: a new machine's restore
-    // ran at half the rate of one with the store off.)
+    // An empty store (a new machine, a store rebuilt) whose state fits the cache, or whose
+    // operator holds restored values as bytes until first use: restored into memory as with no
+    // store, and the store written behind it (#install), not before the task starts. (Writing 75k
+    // keys into LMDB took 110-200 ms of this thread: a new machine's restore ran at half the rate
+    // of one with the store off.) The changelog's records are all in memory while they are read
+    // either way; an operator that holds bytes lets go of those it never used once the write lands.
     let entities = 0;
     for (const { stateKey } of latest) if (stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY) entities++;
-    const writeBehind = lazy && store !== undefined && store.keys === 0 && entities <= (this.#options.cacheKeys ?? 0);
+    const writeBehind = lazy && store !== undefined && store.keys === 0 &&
+      (entities <= (this.#options.cacheKeys ?? 0) || stage.operator!.compiled.holdsUndecoded === true);
     if (writeBehind) lazy = false;
     // The local store first: what the changelog's tail changed again replaces it.
     let fromStore = 0;

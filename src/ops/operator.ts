@@ -170,6 +170,13 @@ export interface CompiledOperator {
   readonly tableInput?: number;
   /** tableJoin: every member reads the whole table. */
   readonly global?: boolean;
+  /**
+   * The operator keeps restored values undecoded until first use (StateCodec.loadUndecoded), and
+   * once spilling lets go of those never used (they are in its store): a restore into an empty
+   * local store then keeps all its state in memory, as bytes, while the store is written behind,
+   * however large (operator-tasks.ts).
+   */
+  readonly holdsUndecoded?: boolean;
 }
 
 /** A stateful step: its valibot schema and its compile function. */

@@ -62,7 +62,7 @@ export function compileWindowedAggregate(def: WindowedAggregateDef, ctx: Operato
     return groupedOperator(OP, def, ctx, () => new SlidingAggregate(sliding));
   }
   const config: WindowConfig = { sizeMs: def.windowMs, slideMs, aggs, group: groupKey(def.groupBy), update: def.emit === "update" };
-  return groupedOperator(OP, def, ctx, () => new WindowedAggregate(config));
+  return { ...groupedOperator(OP, def, ctx, () => new WindowedAggregate(config)), holdsUndecoded: true };
 }
 
 interface WindowConfig {
@@ -340,6 +340,7 @@ class WindowedAggregate extends StatefulOperator<Window> {
 
   spill(source: StateSource, cacheKeys: number, options: { resident?: boolean } = {}): boolean {
     this.state.ready();
+    if (options.resident) this.#releaseUndecoded();
     this.#decodeAll();
     this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
@@ -474,6 +475,21 @@ class WindowedAggregate extends StatefulOperator<Window> {
     windows.clear();
     for (const w of sorted) windows.set(w.id, w);
     this.#unsorted.delete(end);
+  }
+
+  /**
+   * A resident spill (the store now holds what was restored): the held windows never used since
+   * the restore leave memory undecoded, their starts cold. Each is in the store as it was restored,
+   * and nothing changed it since, so no drain has to land first. The windows left of their ends
+   * are put back in arrival order.
+   */
+  #releaseUndecoded(): void {
+    for (const [start, held] of this.#undecoded) {
+      this.#count -= held.size;
+      this.#coldStarts.add(start);
+    }
+    this.#undecoded.clear();
+    this.#undecodedBytes = 0;
   }
 
   /** Every held window decoded (a snapshot, a walk over all groups). */
