@@ -3,6 +3,7 @@
  *
  *   npm run soak -- [--minutes 10] [--runtime bun|deno|node] [--guarantee exactly-once|at-least-once]
  *                   [--seed S] [--kafka-client platformatic|confluent] [--rate 2000]
+ *   (without --kafka-client the engine's default runs: the pure-JS client, on Node too)
  *
  * What it does:
  *  1. Starts a broker of its own (scripts/kafka.sh with FV_KAFKA_HOME=<repo>/.kafka-soak,
@@ -78,7 +79,6 @@ function parseArgs(argv: string[]): Options {
   if (!["bun", "deno", "node"].includes(o.runtime)) throw new Error("--runtime is bun, deno or node");
   if (o.kafkaClient && !["platformatic", "confluent"].includes(o.kafkaClient)) throw new Error("--kafka-client is platformatic or confluent");
   if (o.kafkaClient === "confluent" && o.runtime !== "node") throw new Error("--kafka-client confluent (librdkafka) runs on Node only");
-  if (o.runtime === "node") o.kafkaClient ??= "confluent";
   return o;
 }
 
