@@ -475,8 +475,11 @@ export class OperatorTasks {
     for (let i = complete - 1; i >= 0; i--) {
       const record = records[i]!;
       const key = record.key ? decoder.decode(record.key) : "";
-      if (!key.startsWith(prefix) || seen.has(key)) continue;
+      if (!key.startsWith(prefix)) continue;
+      // One lookup: the key is new when adding it grows the set.
+      const size = seen.size;
       seen.add(key);
+      if (seen.size === size) continue;
       latest.push({ stateKey: key.slice(prefix.length), record });
     }
     latest.reverse();
@@ -520,6 +523,7 @@ export class OperatorTasks {
       }
     }
     const changes: StoreChange[] = [];
+    const where = `${this.#options.stateTopic}[${partition}]`;
     for (const { stateKey, record } of latest) {
       let value: unknown;
       let text: string | null = null;
@@ -528,7 +532,7 @@ export class OperatorTasks {
       // windowed aggregate) when the entity is first needed. Without a store, not even decoded;
       // a copy, as a view would keep its whole fetch response (up to 4 MB) alive until then.
       if (entity && !store && record.value !== null) {
-        apply(stateKey, new RawState(copyOf(record.value), `${this.#options.stateTopic}[${partition}]@${record.offset}`));
+        apply(stateKey, new RawState(copyOf(record.value), where, record.offset));
         continue;
       }
       try {
@@ -540,7 +544,7 @@ export class OperatorTasks {
         }
         if (entity && text !== null) {
           changes.push({ key: stateKey, value: text });
-          apply(stateKey, new RawState(text, `${this.#options.stateTopic}[${partition}]@${record.offset}`));
+          apply(stateKey, new RawState(text, where, record.offset));
           continue;
         }
         value = text === null ? null : JSON.parse(text);

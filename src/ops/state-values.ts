@@ -118,9 +118,15 @@ const utf8 = new TextDecoder();
 export class RawState {
   /**
    * @param source the record's value: bytes, or the text already decoded
-   * @param origin where it came from, for the error (`<topic>[<partition>]@<offset>`)
+   * @param where where it came from, for the error: `<topic>[<partition>]`, or with its offset
+   * @param offset the record's offset, named after `where` (the text is made only for an error)
    */
-  constructor(readonly source: Uint8Array | string, readonly origin: string) {}
+  constructor(readonly source: Uint8Array | string, readonly where: string, readonly offset?: bigint) {}
+
+  /** Where it came from: `<topic>[<partition>]@<offset>`. */
+  get origin(): string {
+    return this.offset === undefined ? this.where : `${this.where}@${this.offset}`;
+  }
 
   /** The value; STATE_CORRUPTED naming the record when it is not JSON. */
   parse(): unknown {
