@@ -6,7 +6,8 @@
  *
  *   bun bench/peers/profile.ts WORKLOAD RUNTIME GUARANTEE [ROWS]
  *   bun bench/peers/profile.ts compute deno eos 200000
- *   bun bench/peers/profile.ts compute node alos 200000   (Node + librdkafka, from dist/: npm run build first)
+ *   bun bench/peers/profile.ts compute node alos 200000   (Node from dist/: npm run build first; its default
+ *                                                          client, pure JS; STREAM_KAFKA_CLIENT=confluent for librdkafka)
  *
  * Bun and Node: `--cpu-prof` (written at exit). Deno has no --cpu-prof: the engine starts with
  * `--inspect` and this script drives V8's profiler over the DevTools protocol. Both give a
@@ -79,8 +80,9 @@ let stopDeno: (() => Promise<unknown>) | undefined;
 if (runtime === "bun") {
   engine = start([bin("bun"), "--cpu-prof", `--cpu-prof-dir=${WORK}`, "runtime/cli/main.ts", "run", file], env);
 } else if (runtime === "node") {
-  // Node + librdkafka runs the tsc build (npm run build), with the npm package's current Node.
-  engine = start([bin("node"), "--cpu-prof", `--cpu-prof-dir=${WORK}`, "dist/runtime/cli/main.js", "run", file], { ...env, STREAM_KAFKA_CLIENT: "confluent" });
+  // Node runs the tsc build (npm run build), with the npm package's current Node; its client is
+  // the default (pure JS) unless STREAM_KAFKA_CLIENT says otherwise.
+  engine = start([bin("node"), "--cpu-prof", `--cpu-prof-dir=${WORK}`, "dist/runtime/cli/main.js", "run", file], env);
 } else {
   const port = 9400 + Math.floor(Math.random() * 500);
   engine = start([bin("deno"), "run", "-A", `--inspect=127.0.0.1:${port}`, "runtime/cli/main.ts", "run", file], env);

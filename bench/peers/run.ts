@@ -5,10 +5,10 @@
  *
  *   bun bench/peers/run.ts            (npm run bench:peers builds the Java side and dist/ first)
  *
- * Engines: Kafka Streams and fv-streams on Bun, Deno and Node + librdkafka (left out, with a note,
- * when the addon does not load), each under both guarantees; Node + pure-JS only when
- * BENCH_ENGINES names it; the ceiling tools and our client's pass-through run once, before the
- * rounds.
+ * Engines: Kafka Streams and fv-streams on Bun, Deno and Node (its default, the pure-JS client),
+ * each under both guarantees; Node + librdkafka only when BENCH_ENGINES names it (fv-node-alos,
+ * fv-node-eos; left out, with a note, when the addon does not load); the ceiling tools and our
+ * client's pass-through run once, before the rounds.
  *
  * Env: BENCH_ROWS (input rows, default 1000000), BENCH_REPEATS (3), BENCH_WORKLOADS
  * (stateless,stateful,compute; also hop: the stateful topology through a repartition topic in

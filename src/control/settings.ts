@@ -53,7 +53,7 @@ export interface Settings {
   lateRows: "drop" | "deadLetter";
   /** Partitions of each repartition topic; 0: as many as the stage's widest input. */
   repartitionPartitions: number;
-  /** The Kafka adapter: librdkafka on Node when it loads (auto), or one named. */
+  /** The Kafka adapter: the pure-JS client (auto), or one named (confluent: librdkafka, Node only). */
   kafkaClient: "auto" | "platformatic" | "confluent";
 }
 

@@ -9,7 +9,7 @@ export type KafkaClientName = (typeof KAFKA_CLIENTS)[number];
 export interface ResolvedKafkaClient {
   name: "platformatic" | "confluent";
   factory: KafkaClientFactory;
-  /** e.g. "librdkafka 2.15.1 on Node 20.20.2", or why auto fell back to the pure-JS client. */
+  /** e.g. "librdkafka 2.15.1 on Node 24.21.0", or that auto chose the pure-JS client. */
   detail: string;
 }
 

@@ -60,6 +60,12 @@ const RETIRED_READS_MS = 30_000;
 
 /** How long a store written behind its restore waits for the other restores under way, at most. */
 const WRITE_BEHIND_MAX_WAIT_MS = 5_000;
+/**
+ * A restore into an empty store is written behind it up to this many caches
+ * (STREAM_STATE_CACHE_KEYS) of entities when the operator holds restored values as bytes
+ * (`holdsUndecoded`); larger states are written into the store before the task starts.
+ */
+const WRITE_BEHIND_CACHES = 10;
 
 /** A long restore logs its progress this often. */
 const RESTORE_LOG_MS = 5000;
@@ -145,7 +151,8 @@ interface DecodedState {
   lazy: boolean;
   /**
    * Restored into memory though the operator may spill: the store was empty and the state fits
-   * the cache. The store is written behind the restore, and the operator spills once it lands.
+   * the cache (an operator that holds restored values as bytes: WRITE_BEHIND_CACHES caches). The
+   * store is written behind the restore, and the operator spills once it lands.
    */
   writeBehind: boolean;
   /** The keys of a group cut short (not applied), with their restored values: written again first (changelog-groups.ts). */
@@ -483,16 +490,18 @@ export class OperatorTasks {
       latest.push({ stateKey: key.slice(prefix.length), record });
     }
     latest.reverse();
-    // An empty store (a new machine, a store rebuilt) whose state fits the cache, or whose
-    // operator holds restored values as bytes until first use: restored into memory as with no
-    // store, and the store written behind it (#install), not before the task starts. (Writing 75k
+    // An empty store (a new machine, a store rebuilt) whose state fits the cache, or ten caches
+    // when its operator holds restored values as bytes until first use: restored into memory as
+    // with no store, and the store written behind it (#install), not before the task starts. (Writing 75k
     // keys into LMDB took 110-200 ms of this thread: a new machine's restore ran at half the rate
     // of one with the store off.) The changelog's records are all in memory while they are read
     // either way; an operator that holds bytes lets go of those it never used once the write lands.
+    // (The bound: until then, every task restoring at the same time holds its state at once.)
     let entities = 0;
     for (const { stateKey } of latest) if (stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY) entities++;
+    const cache = this.#options.cacheKeys ?? 0;
     const writeBehind = lazy && store !== undefined && store.keys === 0 &&
-      (entities <= (this.#options.cacheKeys ?? 0) || stage.operator!.compiled.holdsUndecoded === true);
+      entities <= (stage.operator!.compiled.holdsUndecoded ? WRITE_BEHIND_CACHES * cache : cache);
     if (writeBehind) lazy = false;
     // The local store first: what the changelog's tail changed again replaces it.
     let fromStore = 0;
@@ -634,7 +643,7 @@ export class OperatorTasks {
         const write = this.#storeWrite(task, () => store.write(read.changes, read.storeCovers ?? 0n, topicId));
         this.#track(write);
         // The operator spills from now on, once the store holds what it restored, if it is still
-        // this partition's task. (Spilling decodes every restored value: one that does not decode
+        // this partition's task. (Spilling may decode restored values: one that does not decode
         // fails the stream as a store error would, not as an unhandled rejection.)
         if (read.writeBehind) {
           void write.then((done) => {

@@ -122,8 +122,9 @@ export interface Operator {
    *
    * With `resident`, later instead: every entity is in memory (restored whole, and processed
    * since), and `source` holds the restored state (written behind the restore). Nothing is read
-   * from `source` that memory lacks, and every entity stays until the source has every drain taken
-   * so far (`settled(drains)`), as a changed one would.
+   * from `source` that memory lacks, but restored values still held undecoded (never used since
+   * the restore: `source` has each as it is) may leave memory at once; every other entity stays
+   * until the source has every drain taken so far (`settled(drains)`), as a changed one would.
    */
   spill?(source: StateSource, cacheKeys: number, options?: { resident?: boolean }): boolean;
   /** How many times drainChanges() ran: pass it to `settled` once that drain's changes are in the source. */

@@ -345,8 +345,9 @@ class WindowedAggregate extends StatefulOperator<Window> {
     this.#spill = new Spill(OP, source, cacheKeys);
     this.state.stampDrains = true;
     if (options.resident) {
-      // Every live window is in memory: no start is cold. (The source may still hold windows fired
-      // since the restore, until their tombstones land: never read, as their starts are closed.)
+      // Every live window is in memory but those let go of undecoded: no other start is cold. (The
+      // source may still hold windows fired since the restore, until their tombstones land: never
+      // read, as their starts are closed.)
       // Pinned until the source has every drain so far: one taken before now carried no stamp.
       // Counted as stored (stateSize) once in the changelog: the store has them, or will once the
       // writes under way land.
@@ -480,8 +481,8 @@ class WindowedAggregate extends StatefulOperator<Window> {
   /**
    * A resident spill (the store now holds what was restored): the held windows never used since
    * the restore leave memory undecoded, their starts cold. Each is in the store as it was restored,
-   * and nothing changed it since, so no drain has to land first. The windows left of their ends
-   * are put back in arrival order.
+   * and nothing changed it since, so no drain has to land first. (The #decodeAll after it puts
+   * the windows left of their ends in arrival order.)
    */
   #releaseUndecoded(): void {
     for (const [start, held] of this.#undecoded) {
