@@ -492,11 +492,12 @@ export class OperatorTasks {
     latest.reverse();
     // An empty store (a new machine, a store rebuilt) whose state fits the cache, or ten caches
     // when its operator holds restored values as bytes until first use: restored into memory as
-    // with no store, and the store written behind it (#install), not before the task starts. (Writing 75k
-    // keys into LMDB took 110-200 ms of this thread: a new machine's restore ran at half the rate
-    // of one with the store off.) The changelog's records are all in memory while they are read
-    // either way; an operator that holds bytes lets go of those it never used once the write lands.
-    // (The bound: until then, every task restoring at the same time holds its state at once.)
+    // with no store, and the store written behind it (#install), not before the task starts.
+    // (Writing 75k keys into LMDB took 110-200 ms of this thread: a new machine's restore ran at
+    // half the rate of one with the store off.) The changelog's records are all in memory while
+    // they are read either way; an operator that holds bytes lets go of those it never used once
+    // the write lands. (The bound: until then, every task restoring at the same time holds its
+    // state at once.)
     let entities = 0;
     for (const { stateKey } of latest) if (stateKey !== TIME_KEY && stateKey !== OFFSETS_KEY && stateKey !== META_KEY) entities++;
     const cache = this.#options.cacheKeys ?? 0;

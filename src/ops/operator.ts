@@ -175,7 +175,7 @@ export interface CompiledOperator {
    * The operator keeps restored values undecoded until first use (StateCodec.loadUndecoded), and
    * once spilling lets go of those never used (they are in its store): a restore into an empty
    * local store then keeps all its state in memory, as bytes, while the store is written behind,
-   * however large (operator-tasks.ts).
+   * up to ten caches of it (operator-tasks.ts, WRITE_BEHIND_CACHES).
    */
   readonly holdsUndecoded?: boolean;
 }
