@@ -44,10 +44,25 @@ export async function startStream(file: string, output: string, options: CliOpti
   return { run, out: collect(output) };
 }
 
-/** Stops the run with SIGTERM, expects it to exit 0 and returns every output record read. */
+/** How long a run may take to stop in order after SIGTERM before the test fails saying so. */
+const STOP_DEADLINE_MS = 60_000;
+
+/**
+ * Stops the run with SIGTERM, expects it to exit 0 within STOP_DEADLINE_MS and returns every
+ * output record read. A run that does not stop is killed, and the test fails with its last output
+ * lines (not with the test runner's timeout, which shows nothing of the run).
+ */
 export async function stopStream({ run, out }: Stream): Promise<InboundRecord[]> {
   run.child.kill("SIGTERM");
-  expectCleanExit(run, await run.exited);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<"stuck">((resolve) => (timer = setTimeout(() => resolve("stuck"), STOP_DEADLINE_MS)));
+  const code = await Promise.race([run.exited, deadline]).finally(() => clearTimeout(timer));
+  if (code === "stuck") {
+    run.child.kill("SIGKILL");
+    void out.stop();
+    throw new Error(`the CLI did not exit within ${STOP_DEADLINE_MS / 1000} s of SIGTERM; its last output:\n${run.lines.slice(-60).join("\n")}`);
+  }
+  expectCleanExit(run, code);
   return out.stop();
 }
 
