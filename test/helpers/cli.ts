@@ -132,10 +132,23 @@ export function startCli(args: string[], options: CliOptions = {}): CliRun {
   return run;
 }
 
-/** Runs the CLI to the end and returns its exit code and output. */
+/** How long a CLI run to its end may take before the test fails with its output (under the test timeout, 300 s). */
+const RUN_DEADLINE_MS = 180_000;
+
+/**
+ * Runs the CLI to the end and returns its exit code and output. A run still going after
+ * RUN_DEADLINE_MS is killed, and the test fails with its last output lines (not with the test
+ * runner's timeout, which shows nothing of the run).
+ */
 export async function runCli(args: string[], options: CliOptions = {}) {
   const run = startCli(args, options);
-  const code = await run.exited;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<"stuck">((resolve) => (timer = setTimeout(() => resolve("stuck"), RUN_DEADLINE_MS)));
+  const code = await Promise.race([run.exited, deadline]).finally(() => clearTimeout(timer));
+  if (code === "stuck") {
+    run.child.kill("SIGKILL");
+    throw new Error(`fv-streams ${args.join(" ")} did not end within ${RUN_DEADLINE_MS / 1000} s; its last output:\n${run.lines.slice(-60).join("\n")}`);
+  }
   return { code, lines: run.lines, records: run.records, output: run.lines.join("\n") };
 }
 
