@@ -10,6 +10,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { deadline } from "../../src/async.ts";
 import { classifyStderrLine } from "../../runtime/logging.ts";
 import type { BuildRecord } from "../../src/index.ts";
 
@@ -132,6 +133,17 @@ export function startCli(args: string[], options: CliOptions = {}): CliRun {
   return run;
 }
 
+/**
+ * The run's exit code, once it exits within `ms`; otherwise the run is killed and this fails
+ * with `what` and the run's last output lines (not the test runner's timeout, which shows nothing).
+ */
+export function exitWithin(run: CliRun, ms: number, what: string): Promise<number | string> {
+  return deadline(run.exited, ms, () => {
+    run.child.kill("SIGKILL");
+    return new Error(`${what} within ${ms / 1000} s; its last output:\n${run.lines.slice(-60).join("\n")}`);
+  });
+}
+
 /** How long a CLI run to its end may take before the test fails with its output (under the test timeout, 300 s). */
 const RUN_DEADLINE_MS = 180_000;
 
@@ -142,13 +154,7 @@ const RUN_DEADLINE_MS = 180_000;
  */
 export async function runCli(args: string[], options: CliOptions = {}) {
   const run = startCli(args, options);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<"stuck">((resolve) => (timer = setTimeout(() => resolve("stuck"), RUN_DEADLINE_MS)));
-  const code = await Promise.race([run.exited, deadline]).finally(() => clearTimeout(timer));
-  if (code === "stuck") {
-    run.child.kill("SIGKILL");
-    throw new Error(`fv-streams ${args.join(" ")} did not end within ${RUN_DEADLINE_MS / 1000} s; its last output:\n${run.lines.slice(-60).join("\n")}`);
-  }
+  const code = await exitWithin(run, RUN_DEADLINE_MS, `fv-streams ${args.join(" ")} did not end`);
   return { code, lines: run.lines, records: run.records, output: run.lines.join("\n") };
 }
 

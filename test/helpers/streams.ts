@@ -4,7 +4,7 @@
  * waits for the output a test wants and stops the run; `runUntilOutput` does both.
  */
 import type { InboundRecord } from "../../src/kafka/port.ts";
-import { type CliOptions, type CliRun, startCli, waitFor } from "./cli.ts";
+import { type CliOptions, type CliRun, exitWithin, startCli, waitFor } from "./cli.ts";
 import { collect, partitionCount } from "./kafka.ts";
 
 export interface Stream {
@@ -54,14 +54,10 @@ const STOP_DEADLINE_MS = 60_000;
  */
 export async function stopStream({ run, out }: Stream): Promise<InboundRecord[]> {
   run.child.kill("SIGTERM");
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<"stuck">((resolve) => (timer = setTimeout(() => resolve("stuck"), STOP_DEADLINE_MS)));
-  const code = await Promise.race([run.exited, deadline]).finally(() => clearTimeout(timer));
-  if (code === "stuck") {
-    run.child.kill("SIGKILL");
+  const code = await exitWithin(run, STOP_DEADLINE_MS, "the CLI did not exit after SIGTERM").catch((error) => {
     void out.stop();
-    throw new Error(`the CLI did not exit within ${STOP_DEADLINE_MS / 1000} s of SIGTERM; its last output:\n${run.lines.slice(-60).join("\n")}`);
-  }
+    throw error;
+  });
   expectCleanExit(run, code);
   return out.stop();
 }
