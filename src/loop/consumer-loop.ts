@@ -87,6 +87,8 @@ export class ConsumerLoop {
   /** Events for /metrics (latencies, rebalances, checkpoints); snapshots cross Worker boundaries. */
   readonly metrics = new MetricsRecorder();
   #state: LoopState = "CREATED";
+  /** What the loop is waiting on now, in words (a stop that takes long logs it). */
+  #phase = "not started";
   #session: Session | undefined;
   #stopRequested = false;
   #error: FvError | undefined;
@@ -131,6 +133,11 @@ export class ConsumerLoop {
     this.#commits = new Commits({ checkpointer, counters: this.counters, metrics: this.metrics, log: this.#log, debug: this.#debug, unsafeCommitAhead, sinks: this.#sinks, stopping: () => this.#stopRequested }, () => this.#session);
     this.#departed = new DepartedOwners({ pipeline: plan.pipeline, groupId: plan.groupId, me: memberNameOf(plan), log: this.#log }, this.counters);
     this.#watchdog = new Watchdog({ timings: this.#timings, groupId: plan.groupId, counters: this.counters, log: this.#log });
+  }
+
+  /** What the loop is doing or waiting on now, e.g. "the final checkpoint" (a slow stop names it). */
+  get phase(): string {
+    return this.#phase;
   }
 
   get state(): LoopState {
@@ -239,6 +246,7 @@ export class ConsumerLoop {
       return this.#state;
     }
     this.#to("STARTING");
+    this.#phase = "starting its compute steps";
     try {
       this.#compute = await startComputeSteps(this.#stages, this.#plan.compute, this.#log, { http: (stage) => this.#httpObserver(stage) });
     } catch (error) {
@@ -247,8 +255,11 @@ export class ConsumerLoop {
     try {
       return await this.#runSessions();
     } finally {
+      this.#phase = "closing its compute steps";
       await closeComputeSteps(this.#compute);
+      this.#phase = "closing its sinks";
       await this.#sinks?.close();
+      this.#phase = "done";
     }
   }
 
@@ -281,6 +292,7 @@ export class ConsumerLoop {
         this.metrics.loopRestarted();
         const pause = backoffMs(restarts, timings.restartBackoff);
         this.#log("warn", `${recovery === "fenced" ? "fenced" : "recoverable failure"}: ${failure.message}; rejoining in ${pause} ms`, { code: failure.code });
+        this.#phase = `waiting ${pause} ms to rejoin`;
         await delay(pause);
         if (this.#stopRequested) break;
       }
@@ -317,24 +329,29 @@ export class ConsumerLoop {
     this.#session = session;
     try {
       // Fence the predecessors with the same transactional ids first, so the offsets read next are final.
+      this.#phase = "fencing earlier producers of its transactional ids";
       for (const tx of session.txs) await tx.ready();
+      this.#phase = "reading its global tables";
       // Global tables are read to their end before the first row is joined to them.
       for (const table of this.#globals) {
         const before = table.read;
         await table.refresh(session.admin);
         if (before === 0) this.#log("info", `global table ${table.topic}: ${table.read} records read`);
       }
+      this.#phase = "joining the group";
       await session.consumer.start();
       session.polling = true;
       if (this.#state === "STARTING") this.#to("RUNNING");
       await this.#poll(session);
       // The ordered end: the in-flight batch is done; the watermarks of its rows, checkpoint, then leave the group.
       if (session.revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction");
+      this.#phase = "the final checkpoint";
       await this.#announce(session, Date.now(), true);
       if (session.tx) await this.#commits.transaction(session, { flush: true });
       else await this.#commits.atLeastOnce(session, { flush: true });
     } catch (error) {
       // Exactly-once: nothing queued runs any more, and the request under way settles, before the abort.
+      this.#phase = "ending a failed session (settling sends, aborting its transactions)";
       if (session.tx) await session.collector.cancel(asFvError(error));
       // At-least-once: the batch send in flight ends (acknowledged or failed, bounded) before the
       // member leaves the group, so no write of this member lands after its partitions' next owner's.
@@ -351,6 +368,7 @@ export class ConsumerLoop {
       session.polling = false;
       this.#watchdog.stop();
       session.releaseRebalance();
+      this.#phase = "closing its Kafka clients and state stores";
       await session.close(this.#timings.closeTimeoutMs, this.#log);
     }
   }
@@ -381,7 +399,9 @@ export class ConsumerLoop {
     let lastGlobal = Date.now();
     watchdog.start();
     while (!this.#stopRequested) {
+      this.#phase = "polling";
       const records = await session.consumer.poll(settings.batchSize, settings.pollTimeoutMs);
+      this.#phase = "processing a batch";
       const now = Date.now();
       if (this.#globals.length && now - lastGlobal >= GLOBAL_REFRESH_MS) {
         lastGlobal = now;
@@ -422,6 +442,7 @@ export class ConsumerLoop {
       const takesOffsets = checkpointDue && (!session.tx || !session.collector.committing || session.rebalanceWaiters.length > 0);
       await this.#announce(session, now, takesOffsets);
       if (checkpointDue) {
+        this.#phase = "checkpointing";
         session.checkpointNow = false;
         // Exactly-once: while the last commit still runs this one waits, and its transaction grows.
         if (await this.#commits.checkpoint(session)) lastCheckpoint = now;

@@ -48,7 +48,7 @@ scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
     const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
     loop = new ConsumerLoop(plan, client, log);
     loop.watches = watches;
-    const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), standbys: loop!.standbys(), metrics: loop!.metrics.snapshot() }), REPORT_INTERVAL_MS);
+    const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), standbys: loop!.standbys(), metrics: loop!.metrics.snapshot(), phase: loop!.phase }), REPORT_INTERVAL_MS);
     const state = await loop.run();
     clearInterval(timer);
     // A restore cut short by the stop may still hold a store open: the thread ends next.

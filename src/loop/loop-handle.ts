@@ -18,6 +18,8 @@ export interface LoopHandle {
   standbys(): StandbyPartition[];
   /** Cumulative metric events of the loop (latencies, rebalances, checkpoints). */
   metrics(): MetricsSnapshot;
+  /** What the loop is doing or waiting on (ConsumerLoop.phase; a Worker's as of its last report). */
+  phase(): string;
   stop(): void;
   /** Queryable state: what the loop's stateful tasks hold. */
   query(query: StateQuery): Promise<StateAnswer>;
@@ -38,6 +40,7 @@ export async function startInline(plan: LoopPlan, log: Logger): Promise<LoopHand
     owned: () => loop.owned(),
     standbys: () => loop.standbys(),
     metrics: () => loop.metrics.snapshot(),
+    phase: () => loop.phase,
     stop: () => loop.stop(),
     query: (query) => Promise.resolve(loop.queryState(query)),
     watch: (stage, group, listener) => loop.watches.add(nextWatch++, stage, group, listener),
@@ -68,6 +71,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
   let owned: TopicPartition[] = [];
   let standbys: StandbyPartition[] = [];
   let metrics = emptySnapshot();
+  let phase = "starting in its Worker";
   // Queries waiting for the worker's answer, by id; a worker that ends answers the rest with nothing.
   const asked = new Map<number, { query: StateQuery; answer: (answer: StateAnswer) => void }>();
   let nextQuery = 0;
@@ -81,6 +85,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
         owned = report.owned;
         standbys = report.standbys;
         metrics = report.metrics;
+        phase = report.phase;
       } else if (report.type === "watched") {
         watchers.get(report.id)?.(report.read);
       } else if (report.type === "answer") {
@@ -113,6 +118,7 @@ export function startInWorker(plan: LoopPlan, log: Logger): LoopHandle {
     owned: () => owned,
     standbys: () => standbys,
     metrics: () => metrics,
+    phase: () => (finished ? "done" : phase),
     stop: () => worker.postMessage({ type: "stop" } satisfies WorkerMessage),
     query: (query) => {
       if (finished) return Promise.resolve(answerQuery(undefined, query));

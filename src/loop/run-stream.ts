@@ -207,11 +207,22 @@ export async function runStream(
   await put("RUNNING");
 
   let stopping = false;
+  // What the stream itself waits on once its loops are done (a slow stop names it).
+  let streamPhase = "waiting for its consumer loops";
+  let stopReport: ReturnType<typeof setInterval> | undefined;
   const stopAll = (why: string) => {
     if (stopping) return;
     stopping = true;
     log("info", `stopping: ${why}`, { pipeline });
     for (const h of handles) h.stop();
+    // A stop that takes long says, every STOP_REPORT_MS, what each loop still waits on.
+    const since = Date.now();
+    stopReport = setInterval(() => {
+      const going = handles.flatMap((h, i) => (h.phase() === "done" ? [] : [`consumer ${i + 1} of ${handles.length}: ${h.phase()}`]));
+      const what = going.length > 0 ? going.join("; ") : `the stream: ${streamPhase}`;
+      log("warn", `still stopping after ${Math.round((Date.now() - since) / 1000)} s: ${what}`, { pipeline });
+    }, STOP_REPORT_MS);
+    stopReport.unref?.();
   };
   options.signal?.addEventListener("abort", () => stopAll("signal"), { once: true });
   if (options.signal?.aborted) stopAll("signal");
@@ -224,9 +235,12 @@ export async function runStream(
   const live = options.onRecord ? setInterval(() => options.onRecord!(snapshot("RUNNING"), mergeSnapshots(...handles.map((h) => h.metrics()))), 1000) : undefined;
 
   const results = await Promise.all(handles.map((h) => h.done));
+  streamPhase = "leaving the members directory";
   await directory?.stop();
   // Loops in this thread may leave a store closing (a restore cut short): the process exits next.
+  streamPhase = "closing the state stores of this thread";
   await closeStoresOfThisThread().catch(() => 0);
+  streamPhase = "writing the final build record";
   clearInterval(heartbeat);
   clearInterval(records);
   clearInterval(live);
@@ -238,8 +252,12 @@ export async function runStream(
   } else {
     await put("STOPPED");
   }
+  clearInterval(stopReport);
   return current;
 }
+
+/** A stop still under way after this long logs what it waits on, and again every as long (see stopAll). */
+export const STOP_REPORT_MS = 15_000;
 
 /** Advertises this process's admin URL to the pipeline's others; a failure only costs forwarding here. */
 async function startDirectory(kafkaClient: string, settings: Settings, pipeline: string, instance: string, admin: string, log: Logger): Promise<MembersDirectory | undefined> {

@@ -17,7 +17,7 @@ export type WorkerMessage =
 
 /** Worker → main thread. */
 export type WorkerReport =
-  | { type: "counters"; counters: LoopCounters; owned: TopicPartition[]; standbys: StandbyPartition[]; metrics: MetricsSnapshot }
+  | { type: "counters"; counters: LoopCounters; owned: TopicPartition[]; standbys: StandbyPartition[]; metrics: MetricsSnapshot; phase: string }
   | { type: "log"; level: LogLevel; message: string; context?: Record<string, unknown> }
   | { type: "answer"; id: number; answer: StateAnswer }
   | { type: "watched"; id: number; read: StateRead }

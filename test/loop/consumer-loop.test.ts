@@ -131,6 +131,24 @@ describe("closing a session", () => {
     expect(await running).toBe("STOPPED");
     expect(log.commits).toBe(1);
   }, 30_000);
+
+  // A fresh-clone npm test once timed out in a run that did not exit after SIGTERM, with nothing
+  // said of why: a slow stop now logs, every STOP_REPORT_MS, the phase each loop is in.
+  test("the loop names what it waits on: the final checkpoint, then the close that hangs, then done", async () => {
+    let finishClose = () => {};
+    const { client, log } = scriptedClient([record(0)], undefined, () => new Promise<void>((resolve) => (finishClose = resolve)));
+    const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true" }), client, quiet);
+    expect(loop.phase).toBe("not started");
+    const running = loop.run();
+    while (log.sent === 0) await new Promise((r) => setTimeout(r, 5));
+    expect(["polling", "processing a batch", "checkpointing"]).toContain(loop.phase);
+    loop.stop();
+    while (loop.phase !== "closing its Kafka clients and state stores") await new Promise((r) => setTimeout(r, 5));
+    expect(log.commits).toBe(1);
+    finishClose();
+    expect(await running).toBe("STOPPED");
+    expect(loop.phase).toBe("done");
+  }, 30_000);
 });
 
 describe("what the loop reports of its partitions", () => {
