@@ -20,7 +20,7 @@
  * bench/results only: docs/benchmarks.md keeps the latest full run.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { renderChart } from "./chart.ts";
@@ -90,7 +90,7 @@ const ADDON = existsSync(join(ROOT, "node_modules/.fv-librdkafka")) ? readFileSy
 const NODE_MAIN = "dist/runtime/cli/main.js";
 
 /** fv-streams on one runtime. `argv` starts the CLI; the pipeline file is appended. */
-const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Record<string, string>; unavailable?: string; optIn?: boolean }> = [
+const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Record<string, string>; unavailable?: string; optIn?: boolean; workloads?: Workload[]; transformsDir?: () => string }> = [
   { id: "bun", label: "Bun", argv: [bin("bun"), "runtime/cli/main.ts", "run"] },
   { id: "deno", label: "Deno", argv: [bin("deno"), "run", "-A", "runtime/cli/main.ts", "run"] },
   // Node runs the tsc build (npm run bench:peers builds it). With librdkafka: opt in with
@@ -112,7 +112,22 @@ const fvRuntimes: Array<{ id: string; label: string; argv: string[]; env?: Recor
     env: { STREAM_KAFKA_CLIENT: "platformatic" },
     unavailable: !existsSync(join(ROOT, NODE_MAIN)) ? `${NODE_MAIN} is missing (npm run build)` : undefined,
   },
+  // Bun with the plugin in a Worker (isolation = "worker") instead of its default plugin process:
+  // what the process sandbox costs the compute workload (opt in: BENCH_ENGINES=fv-bun-worker-alos,fv-bun-worker-eos)
+  { id: "bun-worker", label: "Bun, plugin in a Worker", argv: [bin("bun"), "runtime/cli/main.ts", "run"], optIn: true, workloads: ["compute"], transformsDir: workerTransforms },
 ];
+
+/** A copy of functions/ whose enrich-order manifest asks for isolation = "worker" (made once). */
+function workerTransforms(): string {
+  const dir = join(WORK, "functions-worker");
+  if (!existsSync(dir)) {
+    cpSync(join(ROOT, "functions"), dir, { recursive: true });
+    // A top-level key: before the manifest's tables.
+    const manifest = join(dir, "enrich-order/transform.toml");
+    writeFileSync(manifest, `isolation = "worker"\n${readFileSync(manifest, "utf8")}`);
+  }
+  return dir;
+}
 
 const ENGINES: Engine[] = [
   {
@@ -128,12 +143,12 @@ const ENGINES: Engine[] = [
     workloads: ["stateless", "stateful", "hop", "compute"],
     command: (s) => ({ argv: java(KS_HEAP, "dev.fvstreams.bench.Main", ["streams", s.workload, g, s.input, s.output, `${s.name}-app`]), env: { BENCH_COMMIT_MS: COMMIT_MS } }),
   })),
-  ...fvRuntimes.flatMap(({ id, label, argv, env, unavailable, optIn }) =>
+  ...fvRuntimes.flatMap(({ id, label, argv, env, unavailable, optIn, workloads, transformsDir }) =>
     (["alos", "eos"] as const).map((g): Engine => ({
       id: `fv-${id}-${g}`,
       label: `fv-streams ${label}`,
       guarantee: g,
-      workloads: ["stateless", "stateful", "hop", "compute"],
+      workloads: workloads ?? ["stateless", "stateful", "hop", "compute"],
       unavailable,
       optIn,
       command: (s) => ({
@@ -146,7 +161,7 @@ const ENGINES: Engine[] = [
           STREAM_ADMIN_ADDR: "off",
           STREAM_LOG_FORMAT: "json",
           STREAM_LOG_LEVEL: "warn",
-          FV_TRANSFORMS_DIR: join(ROOT, "functions"),
+          FV_TRANSFORMS_DIR: transformsDir?.() ?? join(ROOT, "functions"),
         },
       }),
     }))
