@@ -29,6 +29,14 @@ export const REBALANCE_HOOK_MS = 20_000;
  */
 export const TRANSACTION_TIMEOUT_MS = 15_000;
 
+/**
+ * A record not acknowledged within this long fails its send (Kafka's delivery.timeout.ms):
+ * librdkafka's message.timeout.ms; the pure-JS client, whose idempotent producer retries without
+ * end, gives the send up then. The loop's session then ends, and closing its producer stops the
+ * retries; the next session sends again from the last commit.
+ */
+export const DELIVERY_TIMEOUT_MS = 60_000;
+
 /** The lookup key of a partition in the adapters' hot paths (one string per record). */
 export const partitionKey = (topic: string, partition: number): string => `${topic}\u0000${partition}`;
 

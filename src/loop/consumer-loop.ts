@@ -346,9 +346,10 @@ export class ConsumerLoop {
       // The ordered end: the in-flight batch is done; the watermarks of its rows, checkpoint, then leave the group.
       if (session.revokedMidTransaction) throw new FvError("KAFKA_FENCED", "partitions were revoked mid-transaction");
       this.#phase = "the final checkpoint";
-      await this.#announce(session, Date.now(), true);
-      if (session.tx) await this.#commits.transaction(session, { flush: true });
-      else await this.#commits.atLeastOnce(session, { flush: true });
+      if (session.tx) {
+        await this.#announce(session, Date.now(), true);
+        await this.#commits.transaction(session, { flush: true });
+      } else await this.#finalAtLeastOnce(session);
     } catch (error) {
       // Exactly-once: nothing queued runs any more, and the request under way settles, before the abort.
       this.#phase = "ending a failed session (settling sends, aborting its transactions)";
@@ -371,6 +372,24 @@ export class ConsumerLoop {
       this.#phase = "closing its Kafka clients and state stores";
       await session.close(this.#timings.closeTimeoutMs, this.#log);
     }
+  }
+
+  /**
+   * The last at-least-once checkpoint of a session that ends in order (the watermarks of its rows,
+   * then its commit), within `finalFlushMs`. Past it the stop goes on: a checkpoint still under
+   * way commits only offsets whose records were acknowledged, and the partitions' next owners
+   * read the rest again. A send that is never acknowledged (the pure-JS client's idempotent
+   * producer retries without end) made this wait unbounded. Exactly-once is bounded by its
+   * transaction's own deadlines, and a commit under way there must not be raced by an abort.
+   */
+  async #finalAtLeastOnce(session: Session): Promise<void> {
+    const ms = this.#timings.finalFlushMs;
+    const checkpoint = (async () => {
+      await this.#announce(session, Date.now(), true);
+      await this.#commits.atLeastOnce(session, { flush: true });
+    })();
+    await deadline(checkpoint, ms, () =>
+      new FvError("KAFKA_RETRYABLE", `the last checkpoint did not finish within ${ms} ms (sends not acknowledged, or the brokers slow to answer): it is not committed`));
   }
 
   /**

@@ -117,8 +117,9 @@ export class RecordCollector {
       return retry(() => this.#producer!.send(records), {
         attempts: this.#retries,
         pause: this.#retryPauseMs,
-        // Not on a closed client (its session ended): the session's restart sends again.
-        retryable: (error) => recoveryOf(error) === "retryable" && !(error as FvError).context?.clientClosed,
+        // Not on a closed client (its session ended), nor after a delivery timeout (the client still
+        // retries the send it gave up): the session's restart sends again, on new clients.
+        retryable: (error) => recoveryOf(error) === "retryable" && !(error as FvError).context?.clientClosed && !(error as FvError).context?.deliveryTimedOut,
         onRetry: (error, attempt) => this.#log("warn", `send failed, retrying (${attempt}/${this.#retries}): ${(error as Error).message}`),
       });
     }

@@ -10,6 +10,7 @@ import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./comp
 import { addCounters, emptyCounters } from "./counters.ts";
 import { mergeSnapshots, type MetricsSnapshot } from "../metrics/index.ts";
 import { closeStoresOfThisThread } from "../state/local-store.ts";
+import { deadline, DeadlineError } from "../async.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "../logger.ts";
 import { type LocalState, localState, stateStages } from "./state-query.ts";
@@ -239,7 +240,10 @@ export async function runStream(
   await directory?.stop();
   // Loops in this thread may leave a store closing (a restore cut short): the process exits next.
   streamPhase = "closing the state stores of this thread";
-  await closeStoresOfThisThread().catch(() => 0);
+  // Bounded: a store whose close a session gave up on (its 15 s) is not waited for without end here.
+  await deadline(closeStoresOfThisThread(), STORES_CLOSE_MS).catch((error) => {
+    if (error instanceof DeadlineError) log("warn", `the local state stores did not close within ${STORES_CLOSE_MS} ms: exiting without waiting for them`, { pipeline });
+  });
   streamPhase = "writing the final build record";
   clearInterval(heartbeat);
   clearInterval(records);
@@ -258,6 +262,8 @@ export async function runStream(
 
 /** A stop still under way after this long logs what it waits on, and again every as long (see stopAll). */
 export const STOP_REPORT_MS = 15_000;
+/** How long the stream waits, at its end, for the local state stores of its thread to close. */
+const STORES_CLOSE_MS = 15_000;
 
 /** Advertises this process's admin URL to the pipeline's others; a failure only costs forwarding here. */
 async function startDirectory(kafkaClient: string, settings: Settings, pipeline: string, instance: string, admin: string, log: Logger): Promise<MembersDirectory | undefined> {

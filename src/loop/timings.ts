@@ -40,6 +40,13 @@ export interface LoopTimings {
   instanceFencings: { times: number; withinMs: number };
   /** Most time one client of a session may take to close (it leaves the group, flushes, aborts). */
   closeTimeoutMs: number;
+  /**
+   * Most time the last checkpoint of a stop may take (its watermark records, the sends in flight,
+   * the state, the offsets). Past it the stop goes on without committing: the partitions' next
+   * owners read that work again. (The pure-JS client's idempotent producer retries a send without
+   * end; nothing else bounded this wait.)
+   */
+  finalFlushMs: number;
   /** Retries of a send that failed with a retryable error (at-least-once), and the pause between them. */
   sendRetries: number;
   sendRetryPauseMs: number;
@@ -56,6 +63,7 @@ export const defaultTimings: Readonly<LoopTimings> = {
   maxConsecutiveRestarts: 30,
   instanceFencings: { times: 3, withinMs: 60_000 },
   closeTimeoutMs: 15_000,
+  finalFlushMs: 30_000,
   sendRetries: 10,
   sendRetryPauseMs: 500,
   pauseMs: 5000,

@@ -81,6 +81,17 @@ describe("the platformatic adapter sorts library errors by their properties", ()
     expect(classify(new UserError("Cannot produce to an already completed transaction."), "x").code).toBe("KAFKA_FATAL");
   });
 
+  // Fault soak, seed 119 (Bun): a second after a broker restart, EndTxn answered
+  // UNKNOWN_SERVER_ERROR (-1, which the library marks not retriable); taken as fatal, the process
+  // failed. The session starting over gets past it (its loop still gives up after 30 in a row).
+  test("the broker's unexpected error (UNKNOWN_SERVER_ERROR), as EndTxn answered it after a restart, is retryable", () => {
+    const endTxn = new ResponseError(26, 4, { "": [-1, null] }, {});
+    expect(endTxn.message).toBe("Received response with error while executing API EndTxn(v4)");
+    const sorted = classify(endTxn, "ending the records and offset commits an earlier transaction may have left open");
+    expect(sorted.code).toBe("KAFKA_RETRYABLE");
+    expect(classify(new ProtocolError("UNKNOWN_SERVER_ERROR"), "x").code).toBe("KAFKA_RETRYABLE");
+  });
+
   // Two processes of a pipeline create its topics at once: the one that loses the race must go on.
   test("a topic that already exists is known by the broker's error code, wherever the library nests it, not by its text", () => {
     const answer = new ResponseError(19, 7, { "/topics/0": [36, "Topic 'out' already exists."] }, {});

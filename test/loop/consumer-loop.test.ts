@@ -32,8 +32,8 @@ const record = (offset: number): InboundRecord => ({
 });
 
 /** One partition with `records`; the transaction's commit answers with `commitError` when set. */
-function scriptedClient(records: InboundRecord[], commitError?: () => Error, consumerClose: () => Promise<void> = async () => {}) {
-  const log = { sent: 0, commits: 0, aborts: 0, polls: 0, released: [] as string[] };
+function scriptedClient(records: InboundRecord[], commitError?: () => Error, consumerClose: () => Promise<void> = async () => {}, producerSend: () => Promise<void> = async () => {}) {
+  const log = { sent: 0, commits: 0, aborts: 0, polls: 0, released: [] as string[], offsetCommits: 0, plainSends: 0 };
   let open = false;
   const consumer: GroupConsumer = {
     start: async () => {},
@@ -42,7 +42,7 @@ function scriptedClient(records: InboundRecord[], commitError?: () => Error, con
       await new Promise((r) => setTimeout(r, timeoutMs));
       return [];
     },
-    commit: async () => {},
+    commit: async () => void log.offsetCommits++,
     owned: () => [{ topic: "in", partition: 0 }],
     groupMetadata: () => ({ groupId: "fv-stream-p", generationId: 1, memberId: "m" }),
     endOffsets: async () => [],
@@ -81,7 +81,7 @@ function scriptedClient(records: InboundRecord[], commitError?: () => Error, con
   const client: KafkaClient = {
     name: "scripted",
     consumer: () => consumer,
-    producer: () => ({ send: async () => {}, close: async () => {} }),
+    producer: () => ({ send: async () => (log.plainSends++, await producerSend(), []), close: async () => {} }),
     transactionalProducer: () => tx,
     admin: () => admin,
   };
@@ -148,6 +148,27 @@ describe("closing a session", () => {
     finishClose();
     expect(await running).toBe("STOPPED");
     expect(loop.phase).toBe("done");
+  }, 30_000);
+});
+
+describe("the last checkpoint of a stop, at-least-once", () => {
+  // The pure-JS client's idempotent producer retries a send without end: a stop whose last
+  // checkpoint waited for such a send never ended (nothing else bounded it).
+  test("whose send is never acknowledged ends within finalFlushMs, STOPPED, with no offset committed", async () => {
+    const { client, log } = scriptedClient([record(0), record(1)], undefined, undefined, () => new Promise<void>(() => {}));
+    const warnings: string[] = [];
+    const logger = (level: string, message: string) => void (level === "warn" && warnings.push(message));
+    const loop = new ConsumerLoop(plan({ STREAM_CHECKPOINT_INTERVAL_MS: "60000" }), client, logger, { timings: { finalFlushMs: 300, closeTimeoutMs: 300 } });
+    const running = loop.run();
+    while (log.plainSends === 0) await new Promise((r) => setTimeout(r, 5));
+    const stopped = performance.now();
+    loop.stop();
+    expect(await running).toBe("STOPPED");
+    // The final checkpoint's 300 ms, then the failed session's wait for its send (closeTimeoutMs, 300 ms).
+    expect(performance.now() - stopped).toBeLessThan(5000);
+    expect(log.offsetCommits).toBe(0);
+    expect(loop.counters.commits).toBe(0);
+    expect(warnings.some((w) => w.includes("the last checkpoint did not finish within 300 ms"))).toBe(true);
   }, 30_000);
 });
 

@@ -1,13 +1,10 @@
 /** Producing on librdkafka: a send resolves once every record's delivery report is in. */
 import type * as Rd from "@confluentinc/kafka-javascript";
 import type { CommitOffset, OutboundRecord, Producer, Written } from "../port.ts";
-import { toBuffer } from "../shared.ts";
+import { DELIVERY_TIMEOUT_MS, toBuffer } from "../shared.ts";
 import type { PartitionSet } from "../topic-partition.ts";
 import { classify, ERR } from "./errors.ts";
 import { call, connect, disconnect, type Library } from "./library.ts";
-
-/** A record not acknowledged within this long fails its send (librdkafka retries until then). */
-const DELIVERY_TIMEOUT_MS = 60_000;
 
 /** One send's records and the promise its delivery reports settle. */
 interface Delivery {

@@ -7,8 +7,15 @@ import { FvError } from "../../errors.ts";
 
 /** Broker errors (by the library's `apiId`) that mean this member or producer was fenced. */
 const FENCED_API_IDS = ["ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "FENCED_INSTANCE_ID", "INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED", "REBALANCE_IN_PROGRESS"];
-/** Transaction and coordinator states that an abort and a fresh start get past. */
-const ABORTABLE_API_IDS = ["INVALID_TXN_STATE", "CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "UNSTABLE_OFFSET_COMMIT"];
+/**
+ * Transaction and coordinator states that an abort and a fresh start get past. With them the
+ * broker's UNKNOWN_SERVER_ERROR: the fault soak met it once, from EndTxn a second after a broker
+ * restart, and the process failed. A fresh start (new clients; a new transactional producer
+ * fences the old one, and the coordinator ends its transaction one way, atomically) gets past a
+ * broker that is still settling; one that answers so for good fails the loop after its
+ * consecutive restarts.
+ */
+const ABORTABLE_API_IDS = ["INVALID_TXN_STATE", "CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "UNSTABLE_OFFSET_COMMIT", "UNKNOWN_SERVER_ERROR"];
 
 /**
  * Sorts a library error by the recovery it needs, from the library's own properties

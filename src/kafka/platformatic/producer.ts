@@ -4,10 +4,12 @@
  */
 import { Buffer } from "node:buffer";
 import { Producer as PltProducer } from "@platformatic/kafka";
+import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, OutboundRecord, Producer, Written } from "../port.ts";
 import { classify } from "./errors.ts";
 import { partitionOfKey } from "../murmur2.ts";
+import { DELIVERY_TIMEOUT_MS } from "../shared.ts";
 import { type LibraryProducer, type OutgoingMessage, partitioner, toMessage } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
 
@@ -127,7 +129,9 @@ export function checkWritten(producer: LibraryProducer, messages: OutgoingMessag
 
 export class PlatformaticProducer implements Producer {
   readonly #producer: LibraryProducer;
-  constructor(brokers: string[], clientId: string) {
+  readonly #deliveryTimeoutMs: number;
+  constructor(brokers: string[], clientId: string, deliveryTimeoutMs = DELIVERY_TIMEOUT_MS) {
+    this.#deliveryTimeoutMs = deliveryTimeoutMs;
     // Idempotent: a retried send (e.g. while a new topic's leaders settle) never writes a record twice.
     this.#producer = new PltProducer<Buffer | string, Buffer | string, string, Buffer | string>({ clientId, bootstrapBrokers: brokers, acks: -1, idempotent: true, autocreateTopics: false, partitioner });
     useLeanProduce(this.#producer);
@@ -136,11 +140,18 @@ export class PlatformaticProducer implements Producer {
   async send(records: OutboundRecord[]): Promise<Written> {
     if (records.length === 0) return [];
     const written = new Map<string, CommitOffset>();
-    try {
+    const sending = (async () => {
       for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#producer.send({ messages }), written);
+    })();
+    // The library's idempotent producer retries a failed request without end: past the delivery
+    // timeout the send fails (and is not retried on this producer, whose connection still retries it).
+    const ms = this.#deliveryTimeoutMs;
+    const timedOut = () => new FvError("KAFKA_RETRYABLE", `the brokers did not acknowledge ${records.length} record(s) within ${ms} ms (the delivery timeout): the send is given up, and the session starts again from the last commit`, { context: { deliveryTimedOut: true } });
+    try {
+      await deadline(sending, ms, timedOut);
       return [...written.values()];
     } catch (error) {
-      throw classify(error, "producing");
+      throw error instanceof FvError && error.context.deliveryTimedOut ? error : classify(error, "producing");
     }
   }
 
