@@ -241,6 +241,14 @@ export class ConsumerLoop {
 
   /** Runs until stopped, idle for `idleTimeoutMs`, or failed. Resolves with the final state. */
   async run(): Promise<LoopState> {
+    try {
+      return await this.#run();
+    } finally {
+      this.#phase = "done";
+    }
+  }
+
+  async #run(): Promise<LoopState> {
     if (this.#stopRequested) {
       this.#to("STOPPED");
       return this.#state;
@@ -259,7 +267,6 @@ export class ConsumerLoop {
       await closeComputeSteps(this.#compute);
       this.#phase = "closing its sinks";
       await this.#sinks?.close();
-      this.#phase = "done";
     }
   }
 
@@ -376,11 +383,12 @@ export class ConsumerLoop {
 
   /**
    * The last at-least-once checkpoint of a session that ends in order (the watermarks of its rows,
-   * then its commit), within `finalFlushMs`. Past it the stop goes on: a checkpoint still under
-   * way commits only offsets whose records were acknowledged, and the partitions' next owners
-   * read the rest again. A send that is never acknowledged (the pure-JS client's idempotent
-   * producer retries without end) made this wait unbounded. Exactly-once is bounded by its
-   * transaction's own deadlines, and a commit under way there must not be raced by an abort.
+   * then its commit), within `finalFlushMs`. Past it the stop goes on and nothing more is
+   * committed (a commit request already sent may still land: its records were acknowledged); the
+   * partitions' next owners read the rest again. A send that is never acknowledged (the pure-JS
+   * client's idempotent producer retries without end) made this wait unbounded. Exactly-once is
+   * bounded by its transaction's own deadlines, and a commit under way there must not be raced
+   * by an abort.
    */
   async #finalAtLeastOnce(session: Session): Promise<void> {
     const ms = this.#timings.finalFlushMs;
@@ -388,8 +396,11 @@ export class ConsumerLoop {
       await this.#announce(session, Date.now(), true);
       await this.#commits.atLeastOnce(session, { flush: true });
     })();
-    await deadline(checkpoint, ms, () =>
-      new FvError("KAFKA_RETRYABLE", `the last checkpoint did not finish within ${ms} ms (sends not acknowledged, or the brokers slow to answer): it is not committed`));
+    await deadline(checkpoint, ms, () => {
+      // Nothing of it commits later either, should its sends be acknowledged after all.
+      session.checkpointFailed = true;
+      return new FvError("KAFKA_RETRYABLE", `the last checkpoint did not finish within ${ms} ms (sends not acknowledged, or the brokers slow to answer): it is not committed`);
+    });
   }
 
   /**

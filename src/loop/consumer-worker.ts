@@ -16,6 +16,8 @@ const REPORT_INTERVAL_MS = 250;
 // deno-lint-ignore no-explicit-any
 const scope = globalThis as any;
 let loop: ConsumerLoop | undefined;
+// A stop may come before the loop exists (while the Kafka client loads): the loop takes it at once.
+let stopRequested = false;
 // Watches may start before the loop does: the loop takes these.
 const watches = new StateWatches();
 const unwatch = new Map<number, () => void>();
@@ -26,6 +28,7 @@ const log: Logger = (level, message, context) => post({ type: "log", level, mess
 scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
   const message = event.data;
   if (message.type === "stop") {
+    stopRequested = true;
     loop?.stop();
     return;
   }
@@ -48,11 +51,14 @@ scope.onmessage = async (event: MessageEvent<WorkerMessage>) => {
     const client = (await loadKafkaClient(plan.kafkaClient))(plan.settings.brokers.split(","));
     loop = new ConsumerLoop(plan, client, log);
     loop.watches = watches;
-    const timer = setInterval(() => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), standbys: loop!.standbys(), metrics: loop!.metrics.snapshot(), phase: loop!.phase }), REPORT_INTERVAL_MS);
+    if (stopRequested) loop.stop();
+    const report = (phase: string) => post({ type: "counters", counters: loop!.counters, owned: loop!.owned(), standbys: loop!.standbys(), metrics: loop!.metrics.snapshot(), phase });
+    const timer = setInterval(() => report(loop!.phase), REPORT_INTERVAL_MS);
     const state = await loop.run();
     clearInterval(timer);
-    // A restore cut short by the stop may still hold a store open: the thread ends next.
-    await closeStoresOfThisThread();
+    // A restore cut short by the stop may still hold a store open: the thread ends next (bounded).
+    report("closing the state stores of its thread");
+    await closeStoresOfThisThread().catch((error) => log("warn", `the local state stores did not close: going on without them (${(error as Error).message})`));
     post({ type: "done", state, counters: loop.counters, metrics: loop.metrics.snapshot(), error: loop.error?.message });
   } catch (error) {
     await closeStoresOfThisThread().catch(() => 0);

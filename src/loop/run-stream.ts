@@ -10,7 +10,6 @@ import { closeComputeSteps, type ComputeConfig, startComputeSteps } from "./comp
 import { addCounters, emptyCounters } from "./counters.ts";
 import { mergeSnapshots, type MetricsSnapshot } from "../metrics/index.ts";
 import { closeStoresOfThisThread } from "../state/local-store.ts";
-import { deadline, DeadlineError } from "../async.ts";
 import { type LoopHandle, startInline, startInWorker } from "./loop-handle.ts";
 import { type Logger, silentLogger } from "../logger.ts";
 import { type LocalState, localState, stateStages } from "./state-query.ts";
@@ -225,8 +224,11 @@ export async function runStream(
     }, STOP_REPORT_MS);
     stopReport.unref?.();
   };
-  options.signal?.addEventListener("abort", () => stopAll("signal"), { once: true });
+  const onAbort = () => stopAll("signal");
+  options.signal?.addEventListener("abort", onAbort, { once: true });
   if (options.signal?.aborted) stopAll("signal");
+  // One failed loop fails the build: the others stop in order at once (not when they next idle).
+  handles.forEach((h, i) => void h.done.then((r) => r.state === "FAILED" && stopAll(`consumer ${i + 1} of ${handles.length} failed: ${r.error ?? "no error given"}`)));
 
   const heartbeat = setInterval(async () => {
     const signal = await host.heartbeat(buildId).catch(() => BuildSignal.ContinueUnreachable);
@@ -236,34 +238,30 @@ export async function runStream(
   const live = options.onRecord ? setInterval(() => options.onRecord!(snapshot("RUNNING"), mergeSnapshots(...handles.map((h) => h.metrics()))), 1000) : undefined;
 
   const results = await Promise.all(handles.map((h) => h.done));
+  // A signal after this point has nothing left to stop.
+  options.signal?.removeEventListener("abort", onAbort);
   streamPhase = "leaving the members directory";
   await directory?.stop();
   // Loops in this thread may leave a store closing (a restore cut short): the process exits next.
   streamPhase = "closing the state stores of this thread";
-  // Bounded: a store whose close a session gave up on (its 15 s) is not waited for without end here.
-  await deadline(closeStoresOfThisThread(), STORES_CLOSE_MS).catch((error) => {
-    if (error instanceof DeadlineError) log("warn", `the local state stores did not close within ${STORES_CLOSE_MS} ms: exiting without waiting for them`, { pipeline });
-  });
+  // Bounded (STORES_CLOSE_MS): a store whose close a session gave up on is not waited for without end.
+  await closeStoresOfThisThread().catch((error) => log("warn", `the local state stores did not close: going on without them (${(error as Error).message})`, { pipeline }));
   streamPhase = "writing the final build record";
   clearInterval(heartbeat);
   clearInterval(records);
   clearInterval(live);
   const failed = results.filter((r) => r.state === "FAILED");
-  if (failed.length > 0) {
-    // One failed loop fails the build: stop the others in order, then report.
-    stopAll("a consumer failed");
-    await put("FAILED", failed.map((r) => r.error ?? "consumer failed").join("; "));
-  } else {
-    await put("STOPPED");
+  try {
+    if (failed.length > 0) await put("FAILED", failed.map((r) => r.error ?? "consumer failed").join("; "));
+    else await put("STOPPED");
+  } finally {
+    clearInterval(stopReport);
   }
-  clearInterval(stopReport);
   return current;
 }
 
 /** A stop still under way after this long logs what it waits on, and again every as long (see stopAll). */
 export const STOP_REPORT_MS = 15_000;
-/** How long the stream waits, at its end, for the local state stores of its thread to close. */
-const STORES_CLOSE_MS = 15_000;
 
 /** Advertises this process's admin URL to the pipeline's others; a failure only costs forwarding here. */
 async function startDirectory(kafkaClient: string, settings: Settings, pipeline: string, instance: string, admin: string, log: Logger): Promise<MembersDirectory | undefined> {

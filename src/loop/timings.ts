@@ -41,10 +41,10 @@ export interface LoopTimings {
   /** Most time one client of a session may take to close (it leaves the group, flushes, aborts). */
   closeTimeoutMs: number;
   /**
-   * Most time the last checkpoint of a stop may take (its watermark records, the sends in flight,
-   * the state, the offsets). Past it the stop goes on without committing: the partitions' next
-   * owners read that work again. (The pure-JS client's idempotent producer retries a send without
-   * end; nothing else bounded this wait.)
+   * Most time the last at-least-once checkpoint of a stop may take (its watermark records, the
+   * sends in flight, the state, the offsets). Past it the stop goes on without committing: the
+   * partitions' next owners read that work again. (The pure-JS client's idempotent producer
+   * retries a send without end; nothing else bounded this wait.)
    */
   finalFlushMs: number;
   /** Retries of a send that failed with a retryable error (at-least-once), and the pause between them. */

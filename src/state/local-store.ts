@@ -12,6 +12,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Database, RootDatabase } from "lmdb";
+import { deadline } from "../async.ts";
 import { FvError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
 import type { StateEntry, StateSource } from "../ops/index.ts";
@@ -41,14 +42,18 @@ function loadLmdb(log: Logger, dir: string): Promise<Lmdb | undefined> {
 }
 
 /** What a store belongs to: a store of anything else is foreign and rebuilt. */
+/** How long a thread's end waits for its stores to close (a session gave each 15 s already). */
+export const STORES_CLOSE_MS = 15_000;
+
 /**
  * Closes every store this thread still has open (after the writes under way), and says how many
  * were open. A thread must not end with an LMDB environment open: a Worker torn down, or a process
  * exiting, with one open can crash in the addon's cleanup (seen as SIGSEGV on exit under Bun).
+ * Rejects with a DeadlineError past `withinMs`: a thread's end is not held without bound.
  */
-export async function closeStoresOfThisThread(): Promise<number> {
+export async function closeStoresOfThisThread(withinMs = STORES_CLOSE_MS): Promise<number> {
   const open = [...openHere.values()];
-  await Promise.all(open.map((store) => store.close()));
+  await deadline(Promise.all(open.map((store) => store.close())), withinMs);
   return open.length;
 }
 

@@ -298,10 +298,11 @@ describe("exactly-once", () => {
 
   // The default spills past STREAM_STATE_CACHE_KEYS into a local store; with the store off, every
   // restore reads the whole changelog and its windows are decoded on first use (operators.md).
-  // Those two variants test the state store, which is the same code on every engine: they run on
-  // Bun only (each takes about 36 s, and npm test runs this file once per engine; the store's
-  // own integration file, local-store.test.ts, runs on each). The Kafka client's part of a
-  // restore under kill -9 is in the default variant, which runs on every engine.
+  // Those two variants test the state store under kill -9, which is the same TypeScript on every
+  // engine: they run on Bun only (each takes about 36 s, and npm test runs this file once per
+  // engine). What differs per engine is covered elsewhere on each: the Kafka client's restore
+  // reads (readPartition, the same call with or without the store, reading more without it) by
+  // the default variant here, and the local store's native binding by local-store.test.ts.
   const variants: Array<{ hop: boolean; cacheKeys?: number; storeOff?: boolean }> = [{ hop: false }, { hop: true }];
   if (TEST_ENGINE.name === "bun") variants.push({ hop: false, cacheKeys: 10 }, { hop: false, storeOff: true });
   for (const { hop, cacheKeys, storeOff } of variants) {

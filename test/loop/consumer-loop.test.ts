@@ -134,7 +134,7 @@ describe("closing a session", () => {
 
   // A fresh-clone npm test once timed out in a run that did not exit after SIGTERM, with nothing
   // said of why: a slow stop now logs, every STOP_REPORT_MS, the phase each loop is in.
-  test("the loop names what it waits on: the final checkpoint, then the close that hangs, then done", async () => {
+  test("the loop names what it waits on: its batches, then the close that hangs, then done", async () => {
     let finishClose = () => {};
     const { client, log } = scriptedClient([record(0)], undefined, () => new Promise<void>((resolve) => (finishClose = resolve)));
     const loop = new ConsumerLoop(plan({ STREAM_EXACTLY_ONCE: "true" }), client, quiet);
@@ -169,6 +169,25 @@ describe("the last checkpoint of a stop, at-least-once", () => {
     expect(log.offsetCommits).toBe(0);
     expect(loop.counters.commits).toBe(0);
     expect(warnings.some((w) => w.includes("the last checkpoint did not finish within 300 ms"))).toBe(true);
+  }, 30_000);
+
+  test("whose send is acknowledged only after finalFlushMs commits nothing of it later", async () => {
+    // Every send waits until acknowledge(); after it, sends are acknowledged at once.
+    let acknowledged = false;
+    const waiting: Array<() => void> = [];
+    const acknowledge = () => ((acknowledged = true), waiting.splice(0).forEach((resolve) => resolve()));
+    const { client, log } = scriptedClient([record(0), record(1)], undefined, undefined, () => (acknowledged ? Promise.resolve() : new Promise<void>((resolve) => waiting.push(resolve))));
+    const loop = new ConsumerLoop(plan({ STREAM_CHECKPOINT_INTERVAL_MS: "60000" }), client, quiet, { timings: { finalFlushMs: 300, closeTimeoutMs: 2000 } });
+    const running = loop.run();
+    while (log.plainSends === 0) await new Promise((r) => setTimeout(r, 5));
+    loop.stop();
+    // Past the final checkpoint's deadline, while the ended session still waits for its send.
+    await new Promise((r) => setTimeout(r, 600));
+    acknowledge();
+    expect(await running).toBe("STOPPED");
+    await new Promise((r) => setTimeout(r, 200));
+    expect(log.offsetCommits).toBe(0);
+    expect(loop.counters.commits).toBe(0);
   }, 30_000);
 });
 

@@ -140,13 +140,21 @@ export class PlatformaticProducer implements Producer {
   async send(records: OutboundRecord[]): Promise<Written> {
     if (records.length === 0) return [];
     const written = new Map<string, CommitOffset>();
+    let givenUp = false;
     const sending = (async () => {
-      for (const messages of chunkBySize(records.map(toMessage))) checkWritten(this.#producer, messages, await this.#producer.send({ messages }), written);
+      for (const messages of chunkBySize(records.map(toMessage))) {
+        // A send given up writes no more of its chunks.
+        if (givenUp) return;
+        checkWritten(this.#producer, messages, await this.#producer.send({ messages }), written);
+      }
     })();
     // The library's idempotent producer retries a failed request without end: past the delivery
     // timeout the send fails (and is not retried on this producer, whose connection still retries it).
     const ms = this.#deliveryTimeoutMs;
-    const timedOut = () => new FvError("KAFKA_RETRYABLE", `the brokers did not acknowledge ${records.length} record(s) within ${ms} ms (the delivery timeout): the send is given up, and the session starts again from the last commit`, { context: { deliveryTimedOut: true } });
+    const timedOut = () => {
+      givenUp = true;
+      return new FvError("KAFKA_RETRYABLE", `the brokers did not acknowledge ${records.length} record(s) within ${ms} ms (the delivery timeout): the send is given up, and the session starts again from the last commit`, { context: { deliveryTimedOut: true } });
+    };
     try {
       await deadline(sending, ms, timedOut);
       return [...written.values()];

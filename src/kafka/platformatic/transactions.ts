@@ -4,7 +4,7 @@ import { type Consumer as PltConsumer, Producer as PltProducer, UserError } from
 import { deadline } from "../../async.ts";
 import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
-import { type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
+import { DELIVERY_TIMEOUT_MS, type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import { classify, retryDelay, unknownTopic } from "./errors.ts";
 import { checkWritten, chunkBySize } from "./producer.ts";
 import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
@@ -274,14 +274,25 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     this.#state.wrote();
     this.#holdsOnly = false;
     const written = new Map<string, CommitOffset>();
-    try {
+    let givenUp = false;
+    const sending = (async () => {
       for (const messages of chunkBySize(records.map(toMessage))) {
+        if (givenUp) return;
         this.#stillOpen(tx, "producing in a transaction");
         checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })), written);
       }
+    })();
+    // As for PlatformaticProducer: the idempotent library producer retries without end. A send
+    // given up fails the session, whose transaction is aborted: nothing of it is ever committed.
+    const timedOut = () => {
+      givenUp = true;
+      return new FvError("KAFKA_RETRYABLE", `producing in a transaction: the brokers did not acknowledge ${records.length} record(s) within ${DELIVERY_TIMEOUT_MS} ms (the delivery timeout); the transaction is given up`, { context: { deliveryTimedOut: true } });
+    };
+    try {
+      await deadline(sending, DELIVERY_TIMEOUT_MS, timedOut);
       return [...written.values()];
     } catch (error) {
-      throw classify(error, "producing in a transaction");
+      throw error instanceof FvError && error.context.deliveryTimedOut ? error : classify(error, "producing in a transaction");
     }
   }
 
