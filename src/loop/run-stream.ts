@@ -228,7 +228,8 @@ export async function runStream(
   options.signal?.addEventListener("abort", onAbort, { once: true });
   if (options.signal?.aborted) stopAll("signal");
   // One failed loop fails the build: the others stop in order at once (not when they next idle).
-  handles.forEach((h, i) => void h.done.then((r) => r.state === "FAILED" && stopAll(`consumer ${i + 1} of ${handles.length} failed: ${r.error ?? "no error given"}`)));
+  // (A loop whose run rejected is reported by the Promise.all below.)
+  handles.forEach((h, i) => void h.done.then((r) => r.state === "FAILED" && stopAll(`consumer ${i + 1} of ${handles.length} failed: ${r.error ?? "no error given"}`), () => {}));
 
   const heartbeat = setInterval(async () => {
     const signal = await host.heartbeat(buildId).catch(() => BuildSignal.ContinueUnreachable);
