@@ -41,7 +41,6 @@ function loadLmdb(log: Logger, dir: string): Promise<Lmdb | undefined> {
   return lmdb;
 }
 
-/** What a store belongs to: a store of anything else is foreign and rebuilt. */
 /** How long a thread's end waits for its stores to close (a session gave each 15 s already). */
 export const STORES_CLOSE_MS = 15_000;
 
@@ -57,6 +56,7 @@ export async function closeStoresOfThisThread(withinMs = STORES_CLOSE_MS): Promi
   return open.length;
 }
 
+/** What a store belongs to: a store of anything else is foreign and rebuilt. */
 export interface StoreIdentity {
   pipeline: string;
   stateTopic: string;

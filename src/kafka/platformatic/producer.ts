@@ -127,6 +127,31 @@ export function checkWritten(producer: LibraryProducer, messages: OutgoingMessag
   }
 }
 
+/**
+ * Sends `records` chunk by chunk with `sendChunk`, within `ms`. The library's idempotent producer
+ * retries a failed request without end: past `ms` (the delivery timeout) this fails as retryable,
+ * marked `deliveryTimedOut` (not to be retried on the same producer, whose connection still
+ * retries it), and writes no more chunks. Other failures are classified as `what` failing.
+ */
+export async function sendWithin(records: OutboundRecord[], ms: number, what: string, sendChunk: (messages: OutgoingMessage[]) => Promise<void>): Promise<void> {
+  let givenUp = false;
+  const sending = (async () => {
+    for (const messages of chunkBySize(records.map(toMessage))) {
+      if (givenUp) return;
+      await sendChunk(messages);
+    }
+  })();
+  const timedOut = () => {
+    givenUp = true;
+    return new FvError("KAFKA_RETRYABLE", `${what}: the brokers did not acknowledge ${records.length} record(s) within ${ms} ms (the delivery timeout); the send is given up, and the session starts again from the last commit`, { context: { deliveryTimedOut: true } });
+  };
+  try {
+    await deadline(sending, ms, timedOut);
+  } catch (error) {
+    throw classify(error, what);
+  }
+}
+
 export class PlatformaticProducer implements Producer {
   readonly #producer: LibraryProducer;
   readonly #deliveryTimeoutMs: number;
@@ -140,27 +165,8 @@ export class PlatformaticProducer implements Producer {
   async send(records: OutboundRecord[]): Promise<Written> {
     if (records.length === 0) return [];
     const written = new Map<string, CommitOffset>();
-    let givenUp = false;
-    const sending = (async () => {
-      for (const messages of chunkBySize(records.map(toMessage))) {
-        // A send given up writes no more of its chunks.
-        if (givenUp) return;
-        checkWritten(this.#producer, messages, await this.#producer.send({ messages }), written);
-      }
-    })();
-    // The library's idempotent producer retries a failed request without end: past the delivery
-    // timeout the send fails (and is not retried on this producer, whose connection still retries it).
-    const ms = this.#deliveryTimeoutMs;
-    const timedOut = () => {
-      givenUp = true;
-      return new FvError("KAFKA_RETRYABLE", `the brokers did not acknowledge ${records.length} record(s) within ${ms} ms (the delivery timeout): the send is given up, and the session starts again from the last commit`, { context: { deliveryTimedOut: true } });
-    };
-    try {
-      await deadline(sending, ms, timedOut);
-      return [...written.values()];
-    } catch (error) {
-      throw error instanceof FvError && error.context.deliveryTimedOut ? error : classify(error, "producing");
-    }
+    await sendWithin(records, this.#deliveryTimeoutMs, "producing", async (messages) => checkWritten(this.#producer, messages, await this.#producer.send({ messages }), written));
+    return [...written.values()];
   }
 
   async close(): Promise<void> {

@@ -6,8 +6,8 @@ import { FvError } from "../../errors.ts";
 import type { CommitOffset, GroupMetadata, OutboundRecord, TopicPartition, TransactionalProducer, Written } from "../port.ts";
 import { DELIVERY_TIMEOUT_MS, type GroupMembers, InFlight, TRANSACTION_TIMEOUT_MS, TransactionState } from "../shared.ts";
 import { classify, retryDelay, unknownTopic } from "./errors.ts";
-import { checkWritten, chunkBySize } from "./producer.ts";
-import { type LibraryProducer, partitioner, toMessage } from "./records.ts";
+import { checkWritten, sendWithin } from "./producer.ts";
+import { type LibraryProducer, partitioner } from "./records.ts";
 import { useLeanProduce } from "./produce-encoder.ts";
 import { findSymbol, wrapApi } from "./api-hook.ts";
 import { type ActiveProducer, askLeaders } from "./open-transactions.ts";
@@ -274,26 +274,12 @@ export class PlatformaticTransactionalProducer implements TransactionalProducer 
     this.#state.wrote();
     this.#holdsOnly = false;
     const written = new Map<string, CommitOffset>();
-    let givenUp = false;
-    const sending = (async () => {
-      for (const messages of chunkBySize(records.map(toMessage))) {
-        if (givenUp) return;
-        this.#stillOpen(tx, "producing in a transaction");
-        checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })), written);
-      }
-    })();
-    // As for PlatformaticProducer: the idempotent library producer retries without end. A send
-    // given up fails the session, whose transaction is aborted: nothing of it is ever committed.
-    const timedOut = () => {
-      givenUp = true;
-      return new FvError("KAFKA_RETRYABLE", `producing in a transaction: the brokers did not acknowledge ${records.length} record(s) within ${DELIVERY_TIMEOUT_MS} ms (the delivery timeout); the transaction is given up`, { context: { deliveryTimedOut: true } });
-    };
-    try {
-      await deadline(sending, DELIVERY_TIMEOUT_MS, timedOut);
-      return [...written.values()];
-    } catch (error) {
-      throw error instanceof FvError && error.context.deliveryTimedOut ? error : classify(error, "producing in a transaction");
-    }
+    // A send given up fails the session, whose transaction is aborted: nothing of it is ever committed.
+    await sendWithin(records, DELIVERY_TIMEOUT_MS, "producing in a transaction", async (messages) => {
+      this.#stillOpen(tx, "producing in a transaction");
+      checkWritten(this.#producer, messages, await this.#inflight.track(tx.send({ messages })), written);
+    });
+    return [...written.values()];
   }
 
   async sendOffsets(group: GroupMetadata, offsets: CommitOffset[]): Promise<void> {
